@@ -1,0 +1,9 @@
+//! tpusim: read XLA HLO, compile it the way XLA's TPU pipeline would under a
+//! compilation configuration, estimate its runtime with an analytical TPU model,
+//! and write TpuGraphs samples.
+//!
+//! Data flows one way; one module per stage:
+//! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
+
+pub mod ir;
+pub mod hlo;
