@@ -7,3 +7,5 @@
 
 pub mod ir;
 pub mod hlo;
+pub mod dataset;
+pub mod eval;
