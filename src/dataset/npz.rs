@@ -1640,7 +1640,10 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     let required: &[&str] = if kind == GraphKind::Tile { &TILE_KEYS } else { &LAYOUT_KEYS };
     let missing: Vec<&str> = required.iter().copied().filter(|k| !has(k)).collect();
     if !missing.is_empty() {
-        v.push(format!("{kind}: missing keys {missing:?}"));
+        let mut sorted = missing.clone();
+        sorted.sort_unstable();
+        let list: Vec<String> = sorted.iter().map(|k| format!("'{k}'")).collect();
+        v.push(format!("{kind}: missing keys [{}]", list.join(", ")));
         s.violations = violations;
         return Ok(s);
     }
@@ -1655,41 +1658,6 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     if !(is("node_feat", DType::F32) && nf_ok_shape) {
         v.push(format!("node_feat must be float32 (n,140), is {}", desc("node_feat")));
     }
-    if nf_ok_shape && n.is_some_and(|n| n > 0) {
-        let nf = r.read("node_feat")?;
-        let d = nf.data();
-        let rows = nf.shape()[0];
-        let mut root_bad = false;
-        let mut onehot_bad = false;
-        let mut nonfinite = false;
-        for row in 0..rows {
-            let base = row * 140;
-            let root = d.get_f64(base).unwrap_or(0.0);
-            if root != 0.0 && root != 1.0 {
-                root_bad = true;
-            }
-            let sum: f64 = (2..21).filter_map(|c| d.get_f64(base + c)).sum();
-            if sum > 1.0 {
-                onehot_bad = true;
-            }
-        }
-        for i in 0..d.len() {
-            if !d.get_f64(i).is_some_and(f64::is_finite) {
-                nonfinite = true;
-                break;
-            }
-        }
-        if root_bad {
-            v.push("node_feat[:,0] (is_root) must be 0 or 1".into());
-        }
-        if onehot_bad {
-            v.push("node_feat[:,2:21] element-type one-hot has more than one 1".into());
-        }
-        if nonfinite {
-            v.push("node_feat holds NaN or inf".into());
-        }
-    }
-
     // node_opcode
     let op_shape_ok = dims("node_opcode").is_some_and(|s| s.len() == 1 && Some(s[0]) == n);
     if !(is("node_opcode", DType::U8) && op_shape_ok) {
@@ -1732,6 +1700,42 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         if sorted.windows(2).any(|w| w[0] == w[1]) {
             v.push("edge_index has duplicate rows".into());
+        }
+    }
+
+    // node_feat values (after the edge checks, in the Python checker's order)
+    if nf_ok_shape && n.is_some_and(|n| n > 0) {
+        let nf = r.read("node_feat")?;
+        let d = nf.data();
+        let rows = nf.shape()[0];
+        let mut root_bad = false;
+        let mut onehot_bad = false;
+        let mut nonfinite = false;
+        for row in 0..rows {
+            let base = row * 140;
+            let root = d.get_f64(base).unwrap_or(0.0);
+            if root != 0.0 && root != 1.0 {
+                root_bad = true;
+            }
+            let sum: f64 = (2..21).filter_map(|c| d.get_f64(base + c)).sum();
+            if sum > 1.0 {
+                onehot_bad = true;
+            }
+        }
+        for i in 0..d.len() {
+            if !d.get_f64(i).is_some_and(f64::is_finite) {
+                nonfinite = true;
+                break;
+            }
+        }
+        if root_bad {
+            v.push("node_feat[:,0] (is_root) must be 0 or 1".into());
+        }
+        if onehot_bad {
+            v.push("node_feat[:,2:21] element-type one-hot has more than one 1".into());
+        }
+        if nonfinite {
+            v.push("node_feat holds NaN or inf".into());
         }
     }
 
