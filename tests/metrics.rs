@@ -14,7 +14,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 11
     }
     fn unif(&mut self) -> f64 {
@@ -40,7 +43,10 @@ fn assert_close(got: f64, want: f64, tol: f64, what: &str) {
     if want.is_nan() {
         assert!(got.is_nan(), "{what}: expected NaN, got {got}");
     } else {
-        assert!((got - want).abs() <= tol, "{what}: got {got:.17}, want {want:.17}");
+        assert!(
+            (got - want).abs() <= tol,
+            "{what}: got {got:.17}, want {want:.17}"
+        );
     }
 }
 
@@ -48,12 +54,32 @@ fn assert_close(got: f64, want: f64, tol: f64, what: &str) {
 fn kendall_matches_scipy_hardcoded() {
     // (x, y, scipy.stats.kendalltau(x, y).statistic)
     let cases: Vec<(&str, Vec<f64>, Vec<f64>, f64)> = vec![
-        ("scipy doc", f(&[12, 2, 1, 12, 2]), f(&[1, 4, 7, 1, 0]), -0.4714045207910316),
-        ("ties in y", f(&[1, 2, 3, 4, 5]), f(&[5, 6, 7, 8, 7]), 0.7378647873726218),
-        ("ties in both", f(&[1, 1, 2, 2, 3, 3, 3]), f(&[1, 2, 1, 2, 3, 3, 1]), 0.375),
+        (
+            "scipy doc",
+            f(&[12, 2, 1, 12, 2]),
+            f(&[1, 4, 7, 1, 0]),
+            -0.4714045207910316,
+        ),
+        (
+            "ties in y",
+            f(&[1, 2, 3, 4, 5]),
+            f(&[5, 6, 7, 8, 7]),
+            0.7378647873726218,
+        ),
+        (
+            "ties in both",
+            f(&[1, 1, 2, 2, 3, 3, 3]),
+            f(&[1, 2, 1, 2, 3, 3, 1]),
+            0.375,
+        ),
         ("reversed", f(&[1, 2, 3, 4]), f(&[4, 3, 2, 1]), -1.0),
         ("perfect", f(&[1, 2, 3]), f(&[10, 20, 30]), 1.0),
-        ("signed zeros tie", vec![0.0, -0.0, 1.0, 2.0], vec![3.0, 1.0, 2.0, 2.0], 0.0),
+        (
+            "signed zeros tie",
+            vec![0.0, -0.0, 1.0, 2.0],
+            vec![3.0, 1.0, 2.0, 2.0],
+            0.0,
+        ),
         ("constant x", f(&[1, 1, 1]), f(&[1, 2, 3]), f64::NAN),
         ("n = 1", f(&[1]), f(&[2]), f64::NAN),
         ("empty", vec![], vec![], f64::NAN),
@@ -79,7 +105,10 @@ fn kendall_matches_scipy_hardcoded() {
         assert_eq!(got, want, "lcg seed {seed}: bit-identical to scipy");
         assert_close(kendall_tau_b_naive(&x, &y).unwrap(), want, 1e-14, "naive");
     }
-    for (seed, n, want) in [(5u64, 100usize, 0.029090909090909094), (6, 1000, -0.020184184184184186)] {
+    for (seed, n, want) in [
+        (5u64, 100usize, 0.029090909090909094),
+        (6, 1000, -0.020184184184184186),
+    ] {
         let mut r = Lcg(seed);
         let x: Vec<f64> = (0..n).map(|_| r.unif()).collect();
         let y: Vec<f64> = (0..n).map(|_| r.unif()).collect();
@@ -89,10 +118,15 @@ fn kendall_matches_scipy_hardcoded() {
 
 #[test]
 fn kendall_nan_and_errors() {
-    assert!(kendall_tau_b(&[1.0, f64::NAN, 3.0], &[1.0, 2.0, 3.0]).unwrap().is_nan());
+    assert!(kendall_tau_b(&[1.0, f64::NAN, 3.0], &[1.0, 2.0, 3.0])
+        .unwrap()
+        .is_nan());
     assert_eq!(
         kendall_tau_b(&[1.0, 2.0], &[1.0]),
-        Err(MetricError::LengthMismatch { scores: 2, runtimes: 1 })
+        Err(MetricError::LengthMismatch {
+            scores: 2,
+            runtimes: 1
+        })
     );
     let c = kendall_counts(&f(&[1, 1, 2, 2, 3, 3, 3]), &f(&[1, 2, 1, 2, 3, 3, 1])).unwrap();
     // 21 pairs; x ties 1+1+3 = 5; y ties (1:3 -> 3, 2:2 -> 1, 3:2 -> 1) = 5; joint (3,3) = 1.
@@ -103,32 +137,82 @@ fn kendall_nan_and_errors() {
 #[test]
 fn opa_matches_tf_ranking() {
     // TF-Ranking OPAMetric docstring: y_true=[[0,1,2]], y_pred=[[3,1,2]] -> 0.33333334.
-    assert_close(opa(&[3.0, 1.0, 2.0], &[0.0, 1.0, 2.0]).unwrap(), 1.0 / 3.0, 1e-15, "tf doc 1");
+    assert_close(
+        opa(&[3.0, 1.0, 2.0], &[0.0, 1.0, 2.0]).unwrap(),
+        1.0 / 3.0,
+        1e-15,
+        "tf doc 1",
+    );
     // Ragged docstring: [[0,1],[1,2,0]] vs [[2,1],[2,5,4]] -> 0.5 (pooled).
-    let lists: [(&[f64], &[f64]); 2] = [(&[2.0, 1.0], &[0.0, 1.0]), (&[2.0, 5.0, 4.0], &[1.0, 2.0, 0.0])];
+    let lists: [(&[f64], &[f64]); 2] = [
+        (&[2.0, 1.0], &[0.0, 1.0]),
+        (&[2.0, 5.0, 4.0], &[1.0, 2.0, 0.0]),
+    ];
     assert_eq!(opa_pooled(lists).unwrap(), 0.5);
     // A plain mean of the per-list values would give 1/3: pooling matters.
     assert_eq!(opa(&[2.0, 1.0], &[0.0, 1.0]).unwrap(), 0.0);
-    assert_close(opa(&[2.0, 5.0, 4.0], &[1.0, 2.0, 0.0]).unwrap(), 2.0 / 3.0, 1e-15, "list 2");
+    assert_close(
+        opa(&[2.0, 5.0, 4.0], &[1.0, 2.0, 0.0]).unwrap(),
+        2.0 / 3.0,
+        1e-15,
+        "list 2",
+    );
 
     // Counts computed with the TF formula in numpy (expected2.py).
     let cases: Vec<(&str, Vec<f64>, Vec<f64>, OpaCounts)> = vec![
-        ("score and label ties", f(&[1, 1, 2, 3, 3]), f(&[1, 2, 2, 3, 4]), OpaCounts { correct: 7, pairs: 9 }),
+        (
+            "score and label ties",
+            f(&[1, 1, 2, 3, 3]),
+            f(&[1, 2, 2, 3, 4]),
+            OpaCounts {
+                correct: 7,
+                pairs: 9,
+            },
+        ),
         (
             "invalid labels dropped",
             vec![5.0, 1.0, 2.0, 3.0, 0.5],
             vec![-1.0, 1.0, 2.0, 3.0, -0.5],
-            OpaCounts { correct: 3, pairs: 3 },
+            OpaCounts {
+                correct: 3,
+                pairs: 3,
+            },
         ),
-        ("nan score is wrong", vec![f64::NAN, 1.0, 2.0, 3.0], f(&[4, 1, 2, 3]), OpaCounts { correct: 3, pairs: 6 }),
+        (
+            "nan score is wrong",
+            vec![f64::NAN, 1.0, 2.0, 3.0],
+            f(&[4, 1, 2, 3]),
+            OpaCounts {
+                correct: 3,
+                pairs: 6,
+            },
+        ),
     ];
     for (name, s, y, want) in cases {
         assert_eq!(opa_counts(&s, &y).unwrap(), want, "{name}");
         assert_eq!(opa_counts_naive(&s, &y).unwrap(), want, "{name} naive");
     }
     for (seed, n, m, want, value) in [
-        (7u64, 300usize, 10u64, OpaCounts { correct: 18905, pairs: 40361 }, 0.46839771066128194),
-        (8, 1000, 1000, OpaCounts { correct: 244889, pairs: 499019 }, 0.49074083351535713),
+        (
+            7u64,
+            300usize,
+            10u64,
+            OpaCounts {
+                correct: 18905,
+                pairs: 40361,
+            },
+            0.46839771066128194,
+        ),
+        (
+            8,
+            1000,
+            1000,
+            OpaCounts {
+                correct: 244889,
+                pairs: 499019,
+            },
+            0.49074083351535713,
+        ),
     ] {
         let (s, y) = ints(seed, n, m);
         assert_eq!(opa_counts(&s, &y).unwrap(), want);
@@ -147,26 +231,53 @@ fn opa_fast_equals_naive_on_random_lists() {
         let m = 1 + r.next() % 8;
         let s: Vec<f64> = (0..n).map(|_| r.int(m)).collect();
         let y: Vec<f64> = (0..n).map(|_| r.int(m) - 1.0).collect(); // some invalid (-1)
-        assert_eq!(opa_counts(&s, &y).unwrap(), opa_counts_naive(&s, &y).unwrap(), "trial {trial}");
+        assert_eq!(
+            opa_counts(&s, &y).unwrap(),
+            opa_counts_naive(&s, &y).unwrap(),
+            "trial {trial}"
+        );
         let kt = kendall_tau_b(&s, &y).unwrap();
         let kn = kendall_tau_b_naive(&s, &y).unwrap();
-        assert!(kt == kn || (kt.is_nan() && kn.is_nan()), "trial {trial}: {kt} vs {kn}");
+        assert!(
+            kt == kn || (kt.is_nan() && kn.is_nan()),
+            "trial {trial}: {kt} vs {kn}"
+        );
     }
 }
 
 #[test]
 fn tile_metrics_match_numpy() {
     let s = [0.5, 0.1, 0.9, 0.3, 0.3, 0.7, 0.2, 0.8, 0.6, 0.4, 0.05, 0.95];
-    let y = [120., 300., 100., 250., 180., 110., 400., 130., 150., 210., 500., 105.];
+    let y = [
+        120., 300., 100., 250., 180., 110., 400., 130., 150., 210., 500., 105.,
+    ];
     for (k, want) in [(1, 4.0), (5, 0.8), (10, 0.1), (20, 0.0)] {
-        assert_close(top_k_slowdown(&s, &y, k).unwrap(), want, 1e-15, &format!("top{k}"));
+        assert_close(
+            top_k_slowdown(&s, &y, k).unwrap(),
+            want,
+            1e-15,
+            &format!("top{k}"),
+        );
     }
     assert_eq!(kaggle_tile_score(&s, &y).unwrap(), 0.19999999999999996);
     // Kaggle score = 1 - top-5 slowdown.
-    assert_close(kaggle_tile_score(&s, &y).unwrap(), 1.0 - top_k_slowdown(&s, &y, 5).unwrap(), 1e-15, "1 - slowdown");
+    assert_close(
+        kaggle_tile_score(&s, &y).unwrap(),
+        1.0 - top_k_slowdown(&s, &y, 5).unwrap(),
+        1e-15,
+        "1 - slowdown",
+    );
     // Explicit TopConfigs list: best config (index 2, 100 ns) listed 3rd.
-    assert_eq!(kaggle_tile_score_for_ranking(&[0, 5, 2, 7], &y).unwrap(), 1.0);
-    assert_close(kaggle_tile_score_for_ranking(&[10, 6, 0], &y).unwrap(), 2.0 - 120.0 / 100.0, 1e-15, "list");
+    assert_eq!(
+        kaggle_tile_score_for_ranking(&[0, 5, 2, 7], &y).unwrap(),
+        1.0
+    );
+    assert_close(
+        kaggle_tile_score_for_ranking(&[10, 6, 0], &y).unwrap(),
+        2.0 - 120.0 / 100.0,
+        1e-15,
+        "list",
+    );
     // Only the first five entries count.
     assert_close(
         kaggle_tile_score_for_ranking(&[10, 6, 1, 3, 9, 2], &y).unwrap(),
@@ -200,7 +311,10 @@ fn tile_metric_errors() {
     assert_eq!(top_k_slowdown(&[], &[], 1), Err(MetricError::Empty));
     assert_eq!(
         top_k_slowdown(&[1.0, 2.0], &[1.0, 0.0], 1),
-        Err(MetricError::BadRuntime { index: 1, value: 0.0 })
+        Err(MetricError::BadRuntime {
+            index: 1,
+            value: 0.0
+        })
     );
     assert_eq!(
         kaggle_tile_score_for_ranking(&[0, 0], &[1.0, 2.0]),
@@ -210,26 +324,43 @@ fn tile_metric_errors() {
         kaggle_tile_score_for_ranking(&[7], &[1.0, 2.0]),
         Err(MetricError::IndexOutOfRange { index: 7, len: 2 })
     );
-    assert_eq!(mean_top_k_slowdown(std::iter::empty(), 1), Err(MetricError::NothingToAverage));
+    assert_eq!(
+        mean_top_k_slowdown(std::iter::empty(), 1),
+        Err(MetricError::NothingToAverage)
+    );
 }
 
 #[test]
 fn layout_and_final_scores() {
     // Ranking [3,0,4,1,2] -> positions [1,3,4,0,2]; scipy tau vs runtimes = 0.6.
     let y = [5.0, 9.0, 7.0, 1.0, 3.0];
-    assert_close(kaggle_layout_score_for_ranking(&[3, 0, 4, 1, 2], &y).unwrap(), 0.6, 1e-15, "layout");
+    assert_close(
+        kaggle_layout_score_for_ranking(&[3, 0, 4, 1, 2], &y).unwrap(),
+        0.6,
+        1e-15,
+        "layout",
+    );
     // From scores without ties it equals tau(scores, runtimes).
     let s = [0.2, 0.9, 0.5, -1.0, 0.1];
-    assert_eq!(kaggle_layout_score(&s, &y).unwrap(), kendall_tau_b(&s, &y).unwrap());
+    assert_eq!(
+        kaggle_layout_score(&s, &y).unwrap(),
+        kendall_tau_b(&s, &y).unwrap()
+    );
     // Perfect ranking: scipy gives 10/sqrt(10)/sqrt(10) = 0.9999999999999999 too.
-    assert_eq!(kaggle_layout_score_for_ranking(&[3, 4, 0, 2, 1], &y).unwrap(), 0.9999999999999999);
+    assert_eq!(
+        kaggle_layout_score_for_ranking(&[3, 4, 0, 2, 1], &y).unwrap(),
+        0.9999999999999999
+    );
     assert_eq!(
         kaggle_layout_score_for_ranking(&[3, 4, 0], &y),
         Err(MetricError::IncompleteRanking { got: 3, len: 5 })
     );
     assert_eq!(kaggle_final_score(&[0.8, 0.4, 0.2, 0.6, 0.5]).unwrap(), 0.5);
     assert_eq!(kaggle_final_score(&[]), Err(MetricError::NothingToAverage));
-    assert_eq!(ranking_from_scores(&[0.3, f64::NAN, 0.1, 0.3]), vec![2, 0, 3, 1]);
+    assert_eq!(
+        ranking_from_scores(&[0.3, f64::NAN, 0.1, 0.3]),
+        vec![2, 0, 3, 1]
+    );
 }
 
 fn python_has_scipy() -> bool {
@@ -245,7 +376,9 @@ fn python_has_scipy() -> bool {
 #[test]
 fn kendall_matches_live_scipy_on_random_data() {
     if !python_has_scipy() {
-        println!("SKIP kendall_matches_live_scipy_on_random_data: python3 with scipy not available");
+        println!(
+            "SKIP kendall_matches_live_scipy_on_random_data: python3 with scipy not available"
+        );
         return;
     }
     let mut r = Lcg(20240611);
@@ -278,11 +411,19 @@ fn kendall_matches_live_scipy_on_random_data() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn python3");
-    child.stdin.take().unwrap().write_all(json.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(json.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "python failed");
     let text = String::from_utf8(out.stdout).unwrap();
-    let want: Vec<f64> = text.lines().map(|l| l.trim().parse::<f64>().unwrap()).collect();
+    let want: Vec<f64> = text
+        .lines()
+        .map(|l| l.trim().parse::<f64>().unwrap())
+        .collect();
     assert_eq!(want.len(), cases.len());
     let mut exact = 0;
     for (i, ((x, y), w)) in cases.iter().zip(&want).enumerate() {
@@ -292,6 +433,9 @@ fn kendall_matches_live_scipy_on_random_data() {
             exact += 1;
         }
     }
-    println!("kendall tau-b vs scipy: {exact}/{} bit-identical, all within 1e-12", cases.len());
+    println!(
+        "kendall tau-b vs scipy: {exact}/{} bit-identical, all within 1e-12",
+        cases.len()
+    );
     assert_eq!(exact, cases.len(), "expected bit-identical results");
 }

@@ -17,7 +17,10 @@ use tpusim::dataset::npz::*;
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 11
     }
     fn below(&mut self, m: u64) -> u64 {
@@ -33,8 +36,8 @@ fn node_feat(n: usize, rng: &mut Rng) -> NpyArray {
         let r = &mut v[row * 140..(row + 1) * 140];
         r[0] = if row + 1 == n { 1.0 } else { 0.0 };
         r[13] = 1.0; // f32 one-hot
-        for c in 21..29 {
-            r[c] = rng.below(64) as f32;
+        for x in &mut r[21..29] {
+            *x = rng.below(64) as f32;
         }
         r[28] = r[21..27].iter().map(|&x| x.max(1.0)).product();
     }
@@ -63,14 +66,26 @@ fn tile_arrays(seed: u64, n: usize, c: usize) -> IndexMap<String, NpyArray> {
     let mut a = IndexMap::new();
     a.insert("node_feat".into(), node_feat(n, &mut rng));
     let ops: Vec<u8> = (0..n).map(|_| rng.below(121) as u8).collect();
-    a.insert("node_opcode".into(), NpyArray::from_vec(vec![n], ops).unwrap());
+    a.insert(
+        "node_opcode".into(),
+        NpyArray::from_vec(vec![n], ops).unwrap(),
+    );
     a.insert("edge_index".into(), edges(n, &mut rng));
     let cf: Vec<f32> = (0..c * 24).map(|_| rng.below(128) as f32).collect();
-    a.insert("config_feat".into(), NpyArray::from_vec(vec![c, 24], cf).unwrap());
+    a.insert(
+        "config_feat".into(),
+        NpyArray::from_vec(vec![c, 24], cf).unwrap(),
+    );
     let rt: Vec<i64> = (0..c).map(|_| 1000 + rng.below(100_000) as i64).collect();
-    a.insert("config_runtime".into(), NpyArray::from_vec(vec![c], rt).unwrap());
+    a.insert(
+        "config_runtime".into(),
+        NpyArray::from_vec(vec![c], rt).unwrap(),
+    );
     let nz: Vec<i64> = (0..c).map(|_| 50_000 + rng.below(10) as i64).collect();
-    a.insert("config_runtime_normalizers".into(), NpyArray::from_vec(vec![c], nz).unwrap());
+    a.insert(
+        "config_runtime_normalizers".into(),
+        NpyArray::from_vec(vec![c], nz).unwrap(),
+    );
     a
 }
 
@@ -79,24 +94,45 @@ fn layout_arrays(seed: u64, n: usize, c: usize, nc: usize) -> IndexMap<String, N
     let mut a = IndexMap::new();
     a.insert("node_feat".into(), node_feat(n, &mut rng));
     let ops: Vec<u8> = (0..n).map(|_| rng.below(121) as u8).collect();
-    a.insert("node_opcode".into(), NpyArray::from_vec(vec![n], ops).unwrap());
+    a.insert(
+        "node_opcode".into(),
+        NpyArray::from_vec(vec![n], ops).unwrap(),
+    );
     a.insert("edge_index".into(), edges(n, &mut rng));
     let step = n / nc;
     let ids: Vec<i64> = (0..nc).map(|k| (k * step + 1) as i64).collect();
-    a.insert("node_config_ids".into(), NpyArray::from_vec(vec![nc], ids).unwrap());
-    let ncf: Vec<f32> = (0..c * nc * 18).map(|_| rng.below(7) as f32 - 1.0).collect();
-    a.insert("node_config_feat".into(), NpyArray::from_vec(vec![c, nc, 18], ncf).unwrap());
+    a.insert(
+        "node_config_ids".into(),
+        NpyArray::from_vec(vec![nc], ids).unwrap(),
+    );
+    let ncf: Vec<f32> = (0..c * nc * 18)
+        .map(|_| rng.below(7) as f32 - 1.0)
+        .collect();
+    a.insert(
+        "node_config_feat".into(),
+        NpyArray::from_vec(vec![c, nc, 18], ncf).unwrap(),
+    );
     a.insert(
         "node_splits".into(),
         NpyArray::from_vec(vec![1, 3], vec![0i64, (n / 2) as i64, n as i64]).unwrap(),
     );
-    let rt: Vec<i64> = (0..c).map(|_| 1_000_000 + rng.below(1_000_000) as i64).collect();
-    a.insert("config_runtime".into(), NpyArray::from_vec(vec![c], rt).unwrap());
+    let rt: Vec<i64> = (0..c)
+        .map(|_| 1_000_000 + rng.below(1_000_000) as i64)
+        .collect();
+    a.insert(
+        "config_runtime".into(),
+        NpyArray::from_vec(vec![c], rt).unwrap(),
+    );
     a
 }
 
 /// Writes `arrays`; streams `stream_key` row by row through `begin_array`.
-fn write_arrays(path: &Path, arrays: &IndexMap<String, NpyArray>, compression: Compression, stream_key: Option<&str>) {
+fn write_arrays(
+    path: &Path,
+    arrays: &IndexMap<String, NpyArray>,
+    compression: Compression,
+    stream_key: Option<&str>,
+) {
     let mut w = NpzWriter::create_with(path, compression).unwrap();
     for (name, arr) in arrays {
         if Some(name.as_str()) == stream_key {
@@ -145,7 +181,12 @@ fn shared_dir() -> PathBuf {
 }
 
 fn run_python(script: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new("python3").arg("-c").arg(script).args(args).output().unwrap();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -163,7 +204,12 @@ fn write_tree(root: &Path) -> (PathBuf, PathBuf) {
     let tile = tile_dir.join("alexnet_train_batch_32_-1bae27a41d70f4dc.npz");
     let layout = layout_dir.join("resnet50.4x4.fp16.npz");
     write_arrays(&tile, &tile_arrays(1, 12, 30), Compression::Stored, None);
-    write_arrays(&layout, &layout_arrays(2, 40, 20, 5), Compression::Stored, Some("node_config_feat"));
+    write_arrays(
+        &layout,
+        &layout_arrays(2, 40, 20, 5),
+        Compression::Stored,
+        Some("node_config_feat"),
+    );
     (tile, layout)
 }
 
@@ -181,14 +227,31 @@ fn header_bytes_match_numpy_layout() {
     assert!(text.starts_with("{'descr': '<f4', 'fortran_order': False, 'shape': (7, 140), }"));
     assert!(text.ends_with(" \n"));
     let h1 = encode_npy_header(DType::U8, &[5]);
-    assert!(std::str::from_utf8(&h1[10..]).unwrap().starts_with("{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }"));
+    assert!(std::str::from_utf8(&h1[10..])
+        .unwrap()
+        .starts_with("{'descr': '|u1', 'fortran_order': False, 'shape': (5,), }"));
     let h0 = encode_npy_header(DType::I64, &[]);
-    assert!(std::str::from_utf8(&h0[10..]).unwrap().starts_with("{'descr': '<i8', 'fortran_order': False, 'shape': (), }"));
+    assert!(std::str::from_utf8(&h0[10..])
+        .unwrap()
+        .starts_with("{'descr': '<i8', 'fortran_order': False, 'shape': (), }"));
     // Parse back.
-    for (dt, shape) in [(DType::F32, vec![7, 140]), (DType::U8, vec![5]), (DType::I64, vec![]), (DType::F64, vec![2, 3, 4])] {
+    for (dt, shape) in [
+        (DType::F32, vec![7, 140]),
+        (DType::U8, vec![5]),
+        (DType::I64, vec![]),
+        (DType::F64, vec![2, 3, 4]),
+    ] {
         let bytes = encode_npy_header(dt, &shape);
         let parsed = read_npy_header(&mut Cursor::new(&bytes)).unwrap();
-        assert_eq!((parsed.dtype, parsed.shape, parsed.version, parsed.header_len), (dt, shape, (1, 0), bytes.len()));
+        assert_eq!(
+            (
+                parsed.dtype,
+                parsed.shape,
+                parsed.version,
+                parsed.header_len
+            ),
+            (dt, shape, (1, 0), bytes.len())
+        );
     }
 }
 
@@ -207,29 +270,73 @@ fn header_parser_accepts_numpy_variants_and_rejects_bad_ones() {
         v
     };
     let ok = [
-        (1, "{'shape': (3L, 4L), 'fortran_order': False, 'descr': '<i4'}\n", DType::I32, vec![3, 4]),
-        (2, "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (2,)}  \n", DType::F64, vec![2]),
-        (3, "{'descr': '|u1', 'fortran_order': True, 'shape': (1, 9), }\n", DType::U8, vec![1, 9]),
-        (1, "{'descr': 'u1', 'fortran_order': False, 'shape': (), }\n", DType::U8, vec![]),
+        (
+            1,
+            "{'shape': (3L, 4L), 'fortran_order': False, 'descr': '<i4'}\n",
+            DType::I32,
+            vec![3, 4],
+        ),
+        (
+            2,
+            "{\"descr\": \"<f8\", \"fortran_order\": False, \"shape\": (2,)}  \n",
+            DType::F64,
+            vec![2],
+        ),
+        (
+            3,
+            "{'descr': '|u1', 'fortran_order': True, 'shape': (1, 9), }\n",
+            DType::U8,
+            vec![1, 9],
+        ),
+        (
+            1,
+            "{'descr': 'u1', 'fortran_order': False, 'shape': (), }\n",
+            DType::U8,
+            vec![],
+        ),
     ];
     for (major, dict, dt, shape) in ok {
         let h = read_npy_header(&mut Cursor::new(mk(major, dict))).unwrap();
         assert_eq!((h.dtype, h.shape, h.version.0), (dt, shape, major));
     }
     let bad = [
-        (1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", "big-endian"),
-        (1, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n", "unsupported dtype"),
-        (1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", "Fortran"),
-        (1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", "structured"),
+        (
+            1,
+            "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n",
+            "big-endian",
+        ),
+        (
+            1,
+            "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n",
+            "unsupported dtype",
+        ),
+        (
+            1,
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n",
+            "Fortran",
+        ),
+        (
+            1,
+            "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n",
+            "structured",
+        ),
         (1, "{'descr': '<f4', 'shape': (2,), }\n", "lacks"),
-        (1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n", "unexpected key"),
+        (
+            1,
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n",
+            "unexpected key",
+        ),
         (4, "{}", "version"),
     ];
     for (major, dict, needle) in bad {
         let e = read_npy_header(&mut Cursor::new(mk(major, dict))).unwrap_err();
         assert!(e.contains(needle), "{dict}: {e}");
     }
-    assert!(read_npy_header(&mut Cursor::new(b"PK\x03\x04xxxxxxx".to_vec())).unwrap_err().contains("magic"));
+    assert!(
+        read_npy_header(&mut Cursor::new(b"PK\x03\x04xxxxxxx".to_vec()))
+            .unwrap_err()
+            .contains("magic")
+    );
 }
 
 #[test]
@@ -258,7 +365,10 @@ fn tile_and_layout_round_trip() {
             Ok(())
         })
         .unwrap();
-        assert_eq!(seen.as_slice(), layout["node_config_feat"].as_slice::<f32>().unwrap());
+        assert_eq!(
+            seen.as_slice(),
+            layout["node_config_feat"].as_slice::<f32>().unwrap()
+        );
         // Shipped dtypes.
         let all = r.read_all().unwrap();
         let dts: Vec<(&str, DType)> = all.iter().map(|(k, a)| (k.as_str(), a.dtype())).collect();
@@ -276,18 +386,31 @@ fn tile_and_layout_round_trip() {
         );
     }
     // Deflate really compresses (node_config_feat values are small ints).
-    let s = fs::metadata(dir.path().join("layout_Stored.npz")).unwrap().len();
-    let d = fs::metadata(dir.path().join("layout_Deflated.npz")).unwrap().len();
+    let s = fs::metadata(dir.path().join("layout_Stored.npz"))
+        .unwrap()
+        .len();
+    let d = fs::metadata(dir.path().join("layout_Deflated.npz"))
+        .unwrap()
+        .len();
     assert!(d < s / 2, "deflated {d} vs stored {s}");
     // Other dtypes and shapes.
     let p = dir.path().join("misc.npz");
-    let f64a = NpyArray::from_vec(vec![2, 2], vec![1.5f64, -2.0, f64::MAX, f64::MIN_POSITIVE]).unwrap();
+    let f64a =
+        NpyArray::from_vec(vec![2, 2], vec![1.5f64, -2.0, f64::MAX, f64::MIN_POSITIVE]).unwrap();
     let i32a = NpyArray::from_vec(vec![3], vec![i32::MIN, 0, i32::MAX]).unwrap();
     let scalar = NpyArray::from_vec(vec![], vec![42i64]).unwrap();
     let empty = NpyArray::from_vec(vec![0, 2], Vec::<i64>::new()).unwrap();
-    write_npz(&p, &[("a", &f64a), ("b", &i32a), ("s", &scalar), ("e", &empty)], Compression::Stored).unwrap();
+    write_npz(
+        &p,
+        &[("a", &f64a), ("b", &i32a), ("s", &scalar), ("e", &empty)],
+        Compression::Stored,
+    )
+    .unwrap();
     let back = read_npz(&p).unwrap();
-    assert_eq!((&back["a"], &back["b"], &back["s"], &back["e"]), (&f64a, &i32a, &scalar, &empty));
+    assert_eq!(
+        (&back["a"], &back["b"], &back["s"], &back["e"]),
+        (&f64a, &i32a, &scalar, &empty)
+    );
 }
 
 #[test]
@@ -298,7 +421,11 @@ fn output_is_deterministic_and_atomic() {
     let arrays = layout_arrays(3, 25, 8, 3);
     write_arrays(&a, &arrays, Compression::Stored, Some("node_config_feat"));
     write_arrays(&b, &arrays, Compression::Stored, None);
-    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "streamed == whole, byte-identical");
+    assert_eq!(
+        fs::read(&a).unwrap(),
+        fs::read(&b).unwrap(),
+        "streamed == whole, byte-identical"
+    );
 
     // A dropped writer leaves nothing behind.
     let c = dir.path().join("c.npz");
@@ -307,7 +434,11 @@ fn output_is_deterministic_and_atomic() {
         w.add_array("x", &arrays["node_feat"]).unwrap();
     }
     assert!(!c.exists());
-    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "no temporary file left");
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "no temporary file left"
+    );
 
     // An incomplete streamed array makes finish fail, without output.
     let mut w = NpzWriter::create(&c).unwrap();
@@ -317,7 +448,10 @@ fn output_is_deterministic_and_atomic() {
         assert!(s.write(&[1i64]).is_err(), "wrong dtype");
         assert!(s.write(&[0f32; 6]).is_err(), "too many elements");
     }
-    let e = w.add_array("y", &arrays["node_opcode"]).unwrap_err().to_string();
+    let e = w
+        .add_array("y", &arrays["node_opcode"])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'x.npy' was not completed"), "{e}");
     assert!(w.finish().is_err());
     assert!(!c.exists());
@@ -332,10 +466,18 @@ fn output_is_deterministic_and_atomic() {
     // Duplicate names and shape mismatches are refused.
     let mut w = NpzWriter::create(&c).unwrap();
     w.add_array("x", &arrays["node_opcode"]).unwrap();
-    assert!(w.add_array("x.npy", &arrays["node_opcode"]).unwrap_err().to_string().contains("written twice"));
+    assert!(w
+        .add_array("x.npy", &arrays["node_opcode"])
+        .unwrap_err()
+        .to_string()
+        .contains("written twice"));
     assert!(matches!(
         w.add_slice("z", &[2, 2], &[1u8, 2, 3]),
-        Err(NpzError::ShapeMismatch { expected: 4, actual: 3, .. })
+        Err(NpzError::ShapeMismatch {
+            expected: 4,
+            actual: 3,
+            ..
+        })
     ));
     assert!(NpyArray::from_vec(vec![2, 3], vec![0f32; 5]).is_err());
 }
@@ -350,13 +492,17 @@ fn clear_errors_for_bad_files() {
     let text = dir.path().join("text.npz");
     fs::write(&text, b"hello, not a zip").unwrap();
     let e = read_npz(&text).unwrap_err().to_string();
-    assert!(e.contains("text.npz") && e.contains("not a readable npz"), "{e}");
+    assert!(
+        e.contains("text.npz") && e.contains("not a readable npz"),
+        "{e}"
+    );
 
     // Valid zip, bad members: written with the zip crate directly.
     let bad = dir.path().join("bad.npz");
     {
         let mut z = zip::ZipWriter::new(fs::File::create(&bad).unwrap());
-        let o = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        let o = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
         z.start_file("short.npy", o).unwrap();
         z.write_all(&encode_npy_header(DType::F32, &[100])).unwrap();
         z.write_all(&[0u8; 10]).unwrap();
@@ -369,13 +515,22 @@ fn clear_errors_for_bad_files() {
     }
     let mut r = NpzReader::open(&bad).unwrap();
     let e = r.read("short").unwrap_err().to_string();
-    assert!(e.contains("bad.npz") && e.contains("'short.npy'") && e.contains("truncated"), "{e}");
+    assert!(
+        e.contains("bad.npz") && e.contains("'short.npy'") && e.contains("truncated"),
+        "{e}"
+    );
     let e = r.read("long").unwrap_err().to_string();
-    assert!(e.contains("'long.npy'") && e.contains("after the 2 data bytes"), "{e}");
+    assert!(
+        e.contains("'long.npy'") && e.contains("after the 2 data bytes"),
+        "{e}"
+    );
     let e = r.read("junk").unwrap_err().to_string();
     assert!(e.contains("'junk.npy'") && e.contains("NPY"), "{e}");
     let e = r.read("absent").unwrap_err().to_string();
-    assert!(e.contains("no array named 'absent'") && e.contains("short.npy"), "{e}");
+    assert!(
+        e.contains("no array named 'absent'") && e.contains("short.npy"),
+        "{e}"
+    );
     assert!(summarize_npz(&bad).is_err() || !summarize_npz(&bad).unwrap().is_valid());
 
     // Flipping a data byte of a stored member is caught by the CRC.
@@ -389,7 +544,10 @@ fn clear_errors_for_bad_files() {
         .read("node_feat")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("flipped.npz") && e.contains("node_feat.npy") && e.contains("checksum"), "{e}");
+    assert!(
+        e.contains("flipped.npz") && e.contains("node_feat.npy") && e.contains("checksum"),
+        "{e}"
+    );
 }
 
 /// Reads and summarises possibly-corrupt bytes; must return, never panic.
@@ -415,7 +573,10 @@ fn exercise(bytes: Vec<u8>) -> (bool, bool) {
 fn truncated_and_mutated_files_never_panic() {
     let dir = tmpdir();
     let mut originals = Vec::new();
-    for (i, compression) in [Compression::Stored, Compression::Deflated].into_iter().enumerate() {
+    for (i, compression) in [Compression::Stored, Compression::Deflated]
+        .into_iter()
+        .enumerate()
+    {
         let p = dir.path().join(format!("f{i}.npz"));
         write_arrays(&p, &layout_arrays(7 + i as u64, 6, 3, 2), compression, None);
         originals.push(fs::read(&p).unwrap());
@@ -430,7 +591,11 @@ fn truncated_and_mutated_files_never_panic() {
         // Every truncation length.
         for len in 0..orig.len() {
             let (a, _) = exercise(orig[..len].to_vec());
-            if a { ok += 1 } else { err += 1 }
+            if a {
+                ok += 1
+            } else {
+                err += 1
+            }
             iterations += 1;
         }
         // Random byte mutations (1-8 bytes each), biased toward headers.
@@ -456,7 +621,11 @@ fn truncated_and_mutated_files_never_panic() {
                 };
             }
             let (a, _) = exercise(b);
-            if a { ok += 1 } else { err += 1 }
+            if a {
+                ok += 1
+            } else {
+                err += 1
+            }
             iterations += 1;
         }
     }
@@ -471,20 +640,35 @@ fn summary_of_valid_files() {
     let (tile, layout) = write_tree(dir.path());
     let t = summarize_npz(&tile).unwrap();
     assert_eq!(t.kind, GraphKind::Tile);
-    assert_eq!((t.nodes, t.configs, t.config_nodes), (Some(12), Some(30), None));
+    assert_eq!(
+        (t.nodes, t.configs, t.config_nodes),
+        (Some(12), Some(30), None)
+    );
     let m = read_npz(&tile).unwrap()["edge_index"].shape()[0];
     assert_eq!(t.edges, Some(m));
-    let rt = read_npz(&tile).unwrap()["config_runtime"].as_slice::<i64>().unwrap().to_vec();
+    let rt = read_npz(&tile).unwrap()["config_runtime"]
+        .as_slice::<i64>()
+        .unwrap()
+        .to_vec();
     assert_eq!(t.runtime_min, Some(*rt.iter().min().unwrap() as f64));
     assert_eq!(t.runtime_max, Some(*rt.iter().max().unwrap() as f64));
     assert!(t.is_valid(), "{t}");
     let l = summarize_npz(&layout).unwrap();
     assert_eq!(l.kind, GraphKind::Layout);
-    assert_eq!((l.nodes, l.configs, l.config_nodes, l.splits), (Some(40), Some(20), Some(5), Some(3)));
+    assert_eq!(
+        (l.nodes, l.configs, l.config_nodes, l.splits),
+        (Some(40), Some(20), Some(5), Some(3))
+    );
     assert!(l.is_valid(), "{l}");
     let text = l.to_string();
-    assert!(text.contains("kind:    layout") && text.contains("schema:  OK"), "{text}");
-    assert!(text.contains("node_config_feat  float32  (20, 5, 18)"), "{text}");
+    assert!(
+        text.contains("kind:    layout") && text.contains("schema:  OK"),
+        "{text}"
+    );
+    assert!(
+        text.contains("node_config_feat  float32  (20, 5, 18)"),
+        "{text}"
+    );
     let json = serde_json::to_value(&l).unwrap();
     assert_eq!(json["kind"], "layout");
     assert_eq!(json["config_nodes"], 5);
@@ -498,12 +682,24 @@ fn bad_files(dir: &Path) -> Vec<(PathBuf, Vec<&'static str>)> {
     // Tile: float64 node_feat, reversed + unsorted edges, a zero runtime, int32 normalizers.
     let mut t = tile_arrays(21, 8, 5);
     let nf: Vec<f64> = t["node_feat"].data().to_f64_vec();
-    t.insert("node_feat".into(), NpyArray::from_vec(vec![8, 140], nf).unwrap());
-    t.insert("edge_index".into(), NpyArray::from_vec(vec![3, 2], vec![3i64, 1, 0, 2, 3, 1]).unwrap());
+    t.insert(
+        "node_feat".into(),
+        NpyArray::from_vec(vec![8, 140], nf).unwrap(),
+    );
+    t.insert(
+        "edge_index".into(),
+        NpyArray::from_vec(vec![3, 2], vec![3i64, 1, 0, 2, 3, 1]).unwrap(),
+    );
     let mut rt = t["config_runtime"].as_slice::<i64>().unwrap().to_vec();
     rt[2] = 0;
-    t.insert("config_runtime".into(), NpyArray::from_vec(vec![5], rt).unwrap());
-    t.insert("config_runtime_normalizers".into(), NpyArray::from_vec(vec![5], vec![7i32; 5]).unwrap());
+    t.insert(
+        "config_runtime".into(),
+        NpyArray::from_vec(vec![5], rt).unwrap(),
+    );
+    t.insert(
+        "config_runtime_normalizers".into(),
+        NpyArray::from_vec(vec![5], vec![7i32; 5]).unwrap(),
+    );
     let p = dir.join("bad_tile.npz");
     write_arrays(&p, &t, Compression::Stored, None);
     out.push((
@@ -521,9 +717,18 @@ fn bad_files(dir: &Path) -> Vec<(PathBuf, Vec<&'static str>)> {
     let mut l = layout_arrays(22, 20, 1, 3);
     let mut ncf = l["node_config_feat"].as_slice::<f32>().unwrap().to_vec();
     ncf[5] = 6.0;
-    l.insert("node_config_feat".into(), NpyArray::from_vec(vec![1, 3, 18], ncf).unwrap());
-    l.insert("node_config_ids".into(), NpyArray::from_vec(vec![3], vec![9i64, 4, 2]).unwrap());
-    l.insert("node_splits".into(), NpyArray::from_vec(vec![2], vec![0i64, 20]).unwrap());
+    l.insert(
+        "node_config_feat".into(),
+        NpyArray::from_vec(vec![1, 3, 18], ncf).unwrap(),
+    );
+    l.insert(
+        "node_config_ids".into(),
+        NpyArray::from_vec(vec![3], vec![9i64, 4, 2]).unwrap(),
+    );
+    l.insert(
+        "node_splits".into(),
+        NpyArray::from_vec(vec![2], vec![0i64, 20]).unwrap(),
+    );
     let p = dir.join("bad_layout.npz");
     write_arrays(&p, &l, Compression::Deflated, None);
     out.push((
@@ -542,8 +747,16 @@ fn bad_files(dir: &Path) -> Vec<(PathBuf, Vec<&'static str>)> {
     write_arrays(&p, &l, Compression::Stored, None);
     out.push((p, vec!["layout: missing keys ['node_splits']"]));
     let p = dir.join("neither.npz");
-    write_arrays(&p, &tile_arrays(24, 3, 2).into_iter().take(3).collect(), Compression::Stored, None);
-    out.push((p, vec!["neither config_feat (tile) nor node_config_feat (layout) present"]));
+    write_arrays(
+        &p,
+        &tile_arrays(24, 3, 2).into_iter().take(3).collect(),
+        Compression::Stored,
+        None,
+    );
+    out.push((
+        p,
+        vec!["neither config_feat (tile) nor node_config_feat (layout) present"],
+    ));
     out
 }
 
@@ -554,7 +767,9 @@ fn summary_reports_schema_violations() {
         let s = summarize_npz(&path).unwrap();
         assert_eq!(s.violations, want, "{}", path.display());
         assert!(!s.is_valid());
-        assert!(s.to_string().contains(&format!("{} violation(s)", want.len())));
+        assert!(s
+            .to_string()
+            .contains(&format!("{} violation(s)", want.len())));
     }
 }
 
@@ -570,18 +785,35 @@ fn python_checker_and_numpy_agree() {
     // Also a deflated copy of each kind.
     let extra = dir.path().join("npz/tile/xla/valid");
     fs::create_dir_all(&extra).unwrap();
-    write_arrays(&extra.join("k_deflated.npz"), &tile_arrays(31, 7, 4), Compression::Deflated, None);
+    write_arrays(
+        &extra.join("k_deflated.npz"),
+        &tile_arrays(31, 7, 4),
+        Compression::Deflated,
+        None,
+    );
 
     if checker.exists() {
-        let out = Command::new("python3").arg(&checker).arg(dir.path().join("npz")).output().unwrap();
+        let out = Command::new("python3")
+            .arg(&checker)
+            .arg(dir.path().join("npz"))
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "checker failed:\n{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "checker failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(text.contains("3 passed, 0 failed"), "{text}");
 
         // On broken files the checker and our summary report the same messages.
         let bad_dir = tmpdir();
         for (path, want) in bad_files(bad_dir.path()) {
-            let out = Command::new("python3").arg(&checker).arg(&path).output().unwrap();
+            let out = Command::new("python3")
+                .arg(&checker)
+                .arg(&path)
+                .output()
+                .unwrap();
             assert!(!out.status.success());
             let prefix = format!("{}: ", path.display());
             let py: Vec<String> = String::from_utf8_lossy(&out.stdout)
@@ -656,19 +888,43 @@ with zipfile.ZipFile(d + '/fortran.npz', 'w') as z:
     let a: Vec<f32> = (0..24).map(|i| i as f32 / 7.0).collect();
     for name in ["plain.npz", "comp.npz"] {
         let m = read_npz(dir.path().join(name)).unwrap();
-        assert_eq!(m.keys().cloned().collect::<Vec<_>>(), ["a", "b", "c", "e", "f"]);
-        assert_eq!(m["a"], NpyArray::from_vec(vec![2, 3, 4], a.clone()).unwrap(), "{name}");
-        assert_eq!(m["b"], NpyArray::from_vec(vec![5], vec![3u8, 1, 4, 1, 5]).unwrap());
-        assert_eq!(m["c"], NpyArray::from_vec(vec![2, 2], vec![2i64, 0, 2, 1]).unwrap());
-        assert_eq!(m["e"], NpyArray::from_vec(vec![2], vec![-1i32, i32::MAX]).unwrap());
+        assert_eq!(
+            m.keys().cloned().collect::<Vec<_>>(),
+            ["a", "b", "c", "e", "f"]
+        );
+        assert_eq!(
+            m["a"],
+            NpyArray::from_vec(vec![2, 3, 4], a.clone()).unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            m["b"],
+            NpyArray::from_vec(vec![5], vec![3u8, 1, 4, 1, 5]).unwrap()
+        );
+        assert_eq!(
+            m["c"],
+            NpyArray::from_vec(vec![2, 2], vec![2i64, 0, 2, 1]).unwrap()
+        );
+        assert_eq!(
+            m["e"],
+            NpyArray::from_vec(vec![2], vec![-1i32, i32::MAX]).unwrap()
+        );
         assert_eq!(m["f"], NpyArray::from_vec(vec![], vec![2.5f64]).unwrap());
     }
     let mut r = NpzReader::open(dir.path().join("v23.npz")).unwrap();
     assert_eq!(r.header("a").unwrap().version, (2, 0));
     assert_eq!(r.header("c").unwrap().version, (3, 0));
-    assert_eq!(r.read("a").unwrap().as_slice::<f32>().unwrap(), a.as_slice());
-    assert_eq!(r.read("c").unwrap().as_slice::<i64>().unwrap(), &[2, 0, 2, 1]);
-    let e = read_npz(dir.path().join("fortran.npz")).unwrap_err().to_string();
+    assert_eq!(
+        r.read("a").unwrap().as_slice::<f32>().unwrap(),
+        a.as_slice()
+    );
+    assert_eq!(
+        r.read("c").unwrap().as_slice::<i64>().unwrap(),
+        &[2, 0, 2, 1]
+    );
+    let e = read_npz(dir.path().join("fortran.npz"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("'x.npy'") && e.contains("Fortran"), "{e}");
 }
 
@@ -683,7 +939,11 @@ fn zip64_large_member() {
     let rows: usize = 4_400;
     let row_len: usize = 1 << 20; // 4400 MiB of u8
     let mut w = NpzWriter::create(&p).unwrap();
-    w.add_array("small", &NpyArray::from_vec(vec![3], vec![1i64, 2, 3]).unwrap()).unwrap();
+    w.add_array(
+        "small",
+        &NpyArray::from_vec(vec![3], vec![1i64, 2, 3]).unwrap(),
+    )
+    .unwrap();
     {
         let mut s = w.begin_array("big", DType::U8, &[rows, row_len]).unwrap();
         let mut row = vec![0u8; row_len];
@@ -694,13 +954,23 @@ fn zip64_large_member() {
         }
         s.finish().unwrap();
     }
-    w.add_array("after", &NpyArray::from_vec(vec![2], vec![7.5f32, 8.5]).unwrap()).unwrap();
+    w.add_array(
+        "after",
+        &NpyArray::from_vec(vec![2], vec![7.5f32, 8.5]).unwrap(),
+    )
+    .unwrap();
     w.finish().unwrap();
     let len = fs::metadata(&p).unwrap().len();
     assert!(len > 1 << 32);
     let mut r = NpzReader::open(&p).unwrap();
-    assert_eq!(r.read("after").unwrap().as_slice::<f32>().unwrap(), &[7.5, 8.5]);
-    assert_eq!(r.read("small").unwrap().as_slice::<i64>().unwrap(), &[1, 2, 3]);
+    assert_eq!(
+        r.read("after").unwrap().as_slice::<f32>().unwrap(),
+        &[7.5, 8.5]
+    );
+    assert_eq!(
+        r.read("small").unwrap().as_slice::<i64>().unwrap(),
+        &[1, 2, 3]
+    );
     let mut count = 0u64;
     let mut checksum = 0u64;
     r.visit("big", |c| {

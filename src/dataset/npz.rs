@@ -167,7 +167,11 @@ impl DType {
             "i4" => DType::I32,
             "i8" => DType::I64,
             "u1" => DType::U8,
-            _ => return Err(format!("unsupported dtype descriptor '{descr}' (supported: <f4 <f8 <i4 <i8 |u1)")),
+            _ => {
+                return Err(format!(
+                    "unsupported dtype descriptor '{descr}' (supported: <f4 <f8 <i4 <i8 |u1)"
+                ))
+            }
         };
         if order == ">" && dt != DType::U8 {
             return Err(format!("big-endian dtype '{descr}' is not supported"));
@@ -936,7 +940,12 @@ impl NpzWriter {
 
     /// Adds an array from a typed slice and shape (no copy into an
     /// [`NpyArray`] needed).
-    pub fn add_slice<T: NpyElement>(&mut self, name: &str, shape: &[usize], values: &[T]) -> Result<()> {
+    pub fn add_slice<T: NpyElement>(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+        values: &[T],
+    ) -> Result<()> {
         let expected = shape_elements(shape).unwrap_or(u64::MAX);
         if expected != values.len() as u64 {
             return Err(NpzError::ShapeMismatch {
@@ -954,7 +963,12 @@ impl NpzWriter {
     /// calls (C order), and [`ArrayWriter::finish`] checks that exactly
     /// `prod(shape)` elements arrived. No other member can be added while
     /// it is open; an array left incomplete makes the writer unusable.
-    pub fn begin_array(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<ArrayWriter<'_>> {
+    pub fn begin_array(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<ArrayWriter<'_>> {
         let (member, bytes) = self.start_member(name, dtype, shape)?;
         let total = bytes / dtype.size() as u64;
         self.open_member = Some(member.clone());
@@ -977,7 +991,8 @@ impl NpzWriter {
         let file = buffered
             .into_inner()
             .map_err(|e| self.io_err("flush archive", e.into_error()))?;
-        file.sync_all().map_err(|e| self.io_err("sync archive", e))?;
+        file.sync_all()
+            .map_err(|e| self.io_err("sync archive", e))?;
         drop(file);
         fs::rename(&self.tmp_path, &self.final_path).map_err(|source| NpzError::Io {
             path: self.final_path.clone(),
@@ -986,7 +1001,11 @@ impl NpzWriter {
         })?;
         // Best effort: make the rename durable.
         if let Some(dir) = self.final_path.parent() {
-            let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
             if let Ok(d) = File::open(dir) {
                 let _ = d.sync_all();
             }
@@ -1023,7 +1042,9 @@ impl ArrayWriter<'_> {
         if T::DTYPE != self.dtype {
             return Err(self.writer.usage(format!(
                 "array '{}' is {} but {} elements were written",
-                self.member, self.dtype, T::DTYPE
+                self.member,
+                self.dtype,
+                T::DTYPE
             )));
         }
         let n = values.len() as u64;
@@ -1058,7 +1079,11 @@ impl ArrayWriter<'_> {
 }
 
 /// Writes `arrays` (name, array) to `path` atomically.
-pub fn write_npz(path: impl AsRef<Path>, arrays: &[(&str, &NpyArray)], compression: Compression) -> Result<()> {
+pub fn write_npz(
+    path: impl AsRef<Path>,
+    arrays: &[(&str, &NpyArray)],
+    compression: Compression,
+) -> Result<()> {
     let mut w = NpzWriter::create_with(path, compression)?;
     for (name, arr) in arrays {
         w.add_array(name, arr)?;
@@ -1123,11 +1148,13 @@ impl<R: Read + Seek> NpzReader<R> {
     /// errors.
     pub fn from_reader(mut reader: R, label: impl AsRef<Path>) -> Result<Self> {
         let path = label.as_ref().to_path_buf();
-        let archive_len = reader.seek(io::SeekFrom::End(0)).map_err(|source| NpzError::Io {
-            path: path.clone(),
-            op: "seek",
-            source,
-        })?;
+        let archive_len = reader
+            .seek(io::SeekFrom::End(0))
+            .map_err(|source| NpzError::Io {
+                path: path.clone(),
+                op: "seek",
+                source,
+            })?;
         reader.rewind().map_err(|source| NpzError::Io {
             path: path.clone(),
             op: "seek",
@@ -1205,14 +1232,12 @@ impl<R: Read + Seek> NpzReader<R> {
         F: FnMut(ArrayChunk<'_>) -> Result<()>,
     {
         let idx = self.index_of(name)?;
-        self.read_member(idx, |h, bytes, scratch| {
-            match h.dtype {
-                DType::F32 => decode_visit::<f32>(bytes, scratch, |v| f(ArrayChunk::F32(v))),
-                DType::F64 => decode_visit::<f64>(bytes, scratch, |v| f(ArrayChunk::F64(v))),
-                DType::I32 => decode_visit::<i32>(bytes, scratch, |v| f(ArrayChunk::I32(v))),
-                DType::I64 => decode_visit::<i64>(bytes, scratch, |v| f(ArrayChunk::I64(v))),
-                DType::U8 => f(ArrayChunk::U8(bytes)),
-            }
+        self.read_member(idx, |h, bytes, scratch| match h.dtype {
+            DType::F32 => decode_visit::<f32>(bytes, scratch, |v| f(ArrayChunk::F32(v))),
+            DType::F64 => decode_visit::<f64>(bytes, scratch, |v| f(ArrayChunk::F64(v))),
+            DType::I32 => decode_visit::<i32>(bytes, scratch, |v| f(ArrayChunk::I32(v))),
+            DType::I64 => decode_visit::<i64>(bytes, scratch, |v| f(ArrayChunk::I64(v))),
+            DType::U8 => f(ArrayChunk::U8(bytes)),
         })
         .map(|(h, _)| h)
     }
@@ -1265,7 +1290,8 @@ impl<R: Read + Seek> NpzReader<R> {
             DType::I64 => ArrayData::I64(Vec::new()),
             DType::U8 => ArrayData::U8(Vec::new()),
         });
-        let arr = NpyArray::new(header.shape.clone(), data).map_err(|e| self.member_err(&member, e.to_string()))?;
+        let arr = NpyArray::new(header.shape.clone(), data)
+            .map_err(|e| self.member_err(&member, e.to_string()))?;
         Ok((member, arr))
     }
 
@@ -1309,13 +1335,19 @@ impl<R: Read + Seek> NpzReader<R> {
         }
         let item = header.dtype.size();
         let chunk = (READ_CHUNK_BYTES / item).max(1) * item;
-        let mut buf = vec![0u8; chunk.min(usize::try_from(plausible).unwrap_or(chunk)).max(item)];
+        let mut buf = vec![
+            0u8;
+            chunk
+                .min(usize::try_from(plausible).unwrap_or(chunk))
+                .max(item)
+        ];
         let mut scratch = ScratchBuf::default();
         let mut left = expected;
         let mut first = true;
         while left > 0 {
             let want = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
-            let got = read_some(&mut f, &mut buf[..want]).map_err(|e| merr(format!("read error: {e}")))?;
+            let got = read_some(&mut f, &mut buf[..want])
+                .map_err(|e| merr(format!("read error: {e}")))?;
             if got < want {
                 return Err(merr(format!(
                     "truncated: data ends after {} of {expected} bytes",
@@ -1335,7 +1367,11 @@ impl<R: Read + Seek> NpzReader<R> {
         if extra > 0 {
             return Err(merr(format!(
                 "{} bytes after the {expected} data bytes of shape {:?} {}",
-                if extra == tail.len() { "64 or more".to_string() } else { extra.to_string() },
+                if extra == tail.len() {
+                    "64 or more".to_string()
+                } else {
+                    extra.to_string()
+                },
                 header.shape,
                 header.dtype
             )));
@@ -1497,19 +1533,35 @@ impl fmt::Display for NpzSummary {
             opt(self.configs)
         )?;
         if self.kind == GraphKind::Layout {
-            write!(f, ", {} configurable nodes, {} splits", opt(self.config_nodes), opt(self.splits))?;
+            write!(
+                f,
+                ", {} configurable nodes, {} splits",
+                opt(self.config_nodes),
+                opt(self.splits)
+            )?;
         }
         writeln!(f)?;
         if let (Some(lo), Some(hi)) = (self.runtime_min, self.runtime_max) {
             writeln!(f, "runtime: min {} ns, max {} ns", fmt_num(lo), fmt_num(hi))?;
         }
         if let (Some(lo), Some(hi)) = (self.normalizer_min, self.normalizer_max) {
-            writeln!(f, "normalizers: min {} ns, max {} ns", fmt_num(lo), fmt_num(hi))?;
+            writeln!(
+                f,
+                "normalizers: min {} ns, max {} ns",
+                fmt_num(lo),
+                fmt_num(hi)
+            )?;
         }
         writeln!(f, "arrays:")?;
         let width = self.arrays.iter().map(|a| a.name.len()).max().unwrap_or(0);
         for a in &self.arrays {
-            writeln!(f, "  {:<width$}  {:<7}  {}", a.name, a.dtype.name(), shape_repr(&a.shape))?;
+            writeln!(
+                f,
+                "  {:<width$}  {:<7}  {}",
+                a.name,
+                a.dtype.name(),
+                shape_repr(&a.shape)
+            )?;
         }
         if self.violations.is_empty() {
             write!(f, "schema:  OK")
@@ -1551,6 +1603,11 @@ const LAYOUT_KEYS: [&str; 7] = [
 /// schema give `Ok` with `violations` filled.
 pub fn summarize_npz(path: impl AsRef<Path>) -> Result<NpzSummary> {
     NpzReader::open(path)?.summarize()
+}
+
+/// True for NaN, zero and negative values (NumPy's `not (x > 0)`).
+fn not_positive(x: f64) -> bool {
+    x.is_nan() || x <= 0.0
 }
 
 fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -1637,7 +1694,11 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         s.violations = violations;
         return Ok(s);
     }
-    let required: &[&str] = if kind == GraphKind::Tile { &TILE_KEYS } else { &LAYOUT_KEYS };
+    let required: &[&str] = if kind == GraphKind::Tile {
+        &TILE_KEYS
+    } else {
+        &LAYOUT_KEYS
+    };
     let missing: Vec<&str> = required.iter().copied().filter(|k| !has(k)).collect();
     if !missing.is_empty() {
         let mut sorted = missing.clone();
@@ -1649,19 +1710,31 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
 
     let is = |k: &str, dt: DType| info(k).is_some_and(|a| a.dtype == dt);
-    let desc = |k: &str| info(k).map_or(String::new(), |a| format!("{} {}", a.dtype, shape_repr(&a.shape)));
+    let desc = |k: &str| {
+        info(k).map_or(String::new(), |a| {
+            format!("{} {}", a.dtype, shape_repr(&a.shape))
+        })
+    };
     // Python's checker uses n = -1 when node_feat is not 2-D.
     let n_f = n.map_or(-1.0, |n| n as f64);
 
     // node_feat
-    let nf_ok_shape = nf_shape.as_ref().is_some_and(|s| s.len() == 2 && s[1] == 140);
+    let nf_ok_shape = nf_shape
+        .as_ref()
+        .is_some_and(|s| s.len() == 2 && s[1] == 140);
     if !(is("node_feat", DType::F32) && nf_ok_shape) {
-        v.push(format!("node_feat must be float32 (n,140), is {}", desc("node_feat")));
+        v.push(format!(
+            "node_feat must be float32 (n,140), is {}",
+            desc("node_feat")
+        ));
     }
     // node_opcode
     let op_shape_ok = dims("node_opcode").is_some_and(|s| s.len() == 1 && Some(s[0]) == n);
     if !(is("node_opcode", DType::U8) && op_shape_ok) {
-        v.push(format!("node_opcode must be uint8 (n,), is {}", desc("node_opcode")));
+        v.push(format!(
+            "node_opcode must be uint8 (n,), is {}",
+            desc("node_opcode")
+        ));
     }
     let op = r.read("node_opcode")?;
     match op.data().to_i64_vec() {
@@ -1681,19 +1754,31 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     let ei_shape = dims("edge_index").unwrap_or_default();
     let ei_shape_ok = ei_shape.len() == 2 && ei_shape[1] == 2;
     if !(is("edge_index", DType::I64) && ei_shape_ok) {
-        v.push(format!("edge_index must be int64 (m,2), is {}", desc("edge_index")));
+        v.push(format!(
+            "edge_index must be int64 (m,2), is {}",
+            desc("edge_index")
+        ));
     }
     if ei_shape_ok && ei_shape[0] > 0 {
         let ei = r.read("edge_index")?;
         let vals: Vec<f64> = ei.data().to_f64_vec();
         let pairs: Vec<(f64, f64)> = vals.chunks_exact(2).map(|p| (p[0], p[1])).collect();
-        if !pairs.iter().all(|&(a, b)| a >= 0.0 && b >= 0.0 && a < n_f && b < n_f) {
+        if !pairs
+            .iter()
+            .all(|&(a, b)| a >= 0.0 && b >= 0.0 && a < n_f && b < n_f)
+        {
             v.push("edge_index refers to a node outside 0..n-1".into());
         }
         if !pairs.iter().all(|&(u, w)| u > w) {
-            v.push("edge_index rows must be [user, operand] with user > operand (nodes in post order)".into());
+            v.push(
+                "edge_index rows must be [user, operand] with user > operand (nodes in post order)"
+                    .into(),
+            );
         }
-        if !pairs.windows(2).all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)) {
+        if !pairs
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1))
+        {
             v.push("edge_index rows must be sorted by (user, operand)".into());
         }
         let mut sorted = pairs.clone();
@@ -1745,7 +1830,10 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             let cf_ok = cf.len() == 2 && cf[1] == 24;
             let c = if cf.len() == 2 { Some(cf[0]) } else { None };
             if !(is("config_feat", DType::F32) && cf_ok) {
-                v.push(format!("config_feat must be float32 (c,24), is {}", desc("config_feat")));
+                v.push(format!(
+                    "config_feat must be float32 (c,24), is {}",
+                    desc("config_feat")
+                ));
             }
             for k in ["config_runtime", "config_runtime_normalizers"] {
                 let ok = dims(k).is_some_and(|s| s.len() == 1 && Some(s[0]) == c);
@@ -1754,12 +1842,15 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
                 }
             }
             if c.is_none_or(|c| c < 2) {
-                v.push("a tile file needs at least 2 configs (the loaders drop files with fewer)".into());
+                v.push(
+                    "a tile file needs at least 2 configs (the loaders drop files with fewer)"
+                        .into(),
+                );
             }
-            if s.runtime_min.is_some_and(|x| !(x > 0.0)) {
+            if s.runtime_min.is_some_and(not_positive) {
                 v.push("config_runtime must be positive nanoseconds".into());
             }
-            if s.normalizer_min.is_some_and(|x| !(x > 0.0)) {
+            if s.normalizer_min.is_some_and(not_positive) {
                 v.push("config_runtime_normalizers must be positive nanoseconds".into());
             }
         }
@@ -1767,13 +1858,19 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             let ncf = dims("node_config_feat").unwrap_or_default();
             let ncf_ok = ncf.len() == 3 && ncf[2] == 18;
             if !(is("node_config_feat", DType::F32) && ncf_ok) {
-                v.push(format!("node_config_feat must be float32 (c,nc,18), is {}", desc("node_config_feat")));
+                v.push(format!(
+                    "node_config_feat must be float32 (c,nc,18), is {}",
+                    desc("node_config_feat")
+                ));
             }
             let c = if ncf.len() == 3 { Some(ncf[0]) } else { None };
             let nc = if ncf.len() == 3 { Some(ncf[1]) } else { None };
             let ids_ok = dims("node_config_ids").is_some_and(|s| s.len() == 1 && Some(s[0]) == nc);
             if !(is("node_config_ids", DType::I64) && ids_ok) {
-                v.push(format!("node_config_ids must be int64 (nc,), is {}", desc("node_config_ids")));
+                v.push(format!(
+                    "node_config_ids must be int64 (nc,), is {}",
+                    desc("node_config_ids")
+                ));
             }
             if nc.is_none_or(|nc| nc < 1) {
                 v.push("a layout file needs at least one configurable node".into());
@@ -1815,16 +1912,22 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             }
             let sp = dims("node_splits").unwrap_or_default();
             if !(is("node_splits", DType::I64) && sp.len() == 2 && sp[0] == 1) {
-                v.push(format!("node_splits must be int64 (1,s), is {}", desc("node_splits")));
+                v.push(format!(
+                    "node_splits must be int64 (1,s), is {}",
+                    desc("node_splits")
+                ));
             }
             let rt_ok = dims("config_runtime").is_some_and(|s| s.len() == 1 && Some(s[0]) == c);
             if !(is("config_runtime", DType::I64) && rt_ok) {
-                v.push(format!("config_runtime must be int64 (c,), is {}", desc("config_runtime")));
+                v.push(format!(
+                    "config_runtime must be int64 (c,), is {}",
+                    desc("config_runtime")
+                ));
             }
             if c.is_none_or(|c| c < 2) {
                 v.push("a layout file needs at least 2 configs".into());
             }
-            if s.runtime_min.is_some_and(|x| !(x > 0.0)) {
+            if s.runtime_min.is_some_and(not_positive) {
                 v.push("config_runtime must be positive nanoseconds".into());
             }
         }

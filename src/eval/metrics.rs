@@ -154,7 +154,9 @@ impl KendallCounts {
         let cmd = i128::from(self.total) - i128::from(self.x_ties) - i128::from(self.y_ties)
             + i128::from(self.joint_ties)
             - 2 * i128::from(self.discordant);
-        let tau = cmd as f64 / ((self.total - self.x_ties) as f64).sqrt() / ((self.total - self.y_ties) as f64).sqrt();
+        let tau = cmd as f64
+            / ((self.total - self.x_ties) as f64).sqrt()
+            / ((self.total - self.y_ties) as f64).sqrt();
         tau.clamp(-1.0, 1.0)
     }
 }
@@ -177,35 +179,45 @@ fn tie_pairs<T: Copy>(v: &[T], eq: impl Fn(T, T) -> bool) -> u64 {
     ties
 }
 
-/// Sorts `v` ascending (merge sort, stable) and returns the number of
+/// Order-preserving map of a non-NaN f64 to u64 (`-0.0` and `0.0` map to
+/// the same key, as NumPy compares them equal).
+fn order_key(v: f64) -> u64 {
+    let b = (v + 0.0).to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | (1 << 63)
+    }
+}
+
+/// Sorts `v` ascending (bottom-up merge sort) and returns the number of
 /// strict inversions (i < j with v\[i\] > v\[j\]).
-fn sort_count_inversions(v: &mut Vec<f64>) -> u64 {
+fn sort_count_inversions(v: &mut Vec<u64>) -> u64 {
     let n = v.len();
     let mut src = std::mem::take(v);
-    let mut dst = vec![0.0f64; n];
+    let mut dst = vec![0u64; n];
     let mut inv = 0u64;
     let mut width = 1usize;
     while width < n {
-        let mut start = 0usize;
-        while start < n {
-            let mid = (start + width).min(n);
-            let end = (start + 2 * width).min(n);
-            let (mut i, mut j, mut k) = (start, mid, start);
-            while i < mid && j < end {
-                if src[j] < src[i] {
-                    dst[k] = src[j];
-                    inv += (mid - i) as u64;
+        for (s_chunk, d_chunk) in src.chunks(2 * width).zip(dst.chunks_mut(2 * width)) {
+            let mid = width.min(s_chunk.len());
+            let (left, right) = s_chunk.split_at(mid);
+            let (mut i, mut j, mut k) = (0usize, 0usize, 0usize);
+            while i < left.len() && j < right.len() {
+                let (l, r) = (left[i], right[j]);
+                if r < l {
+                    d_chunk[k] = r;
+                    inv += (left.len() - i) as u64;
                     j += 1;
                 } else {
-                    dst[k] = src[i];
+                    d_chunk[k] = l;
                     i += 1;
                 }
                 k += 1;
             }
-            dst[k..k + (mid - i)].copy_from_slice(&src[i..mid]);
-            k += mid - i;
-            dst[k..k + (end - j)].copy_from_slice(&src[j..end]);
-            start = end;
+            d_chunk[k..k + left.len() - i].copy_from_slice(&left[i..]);
+            k += left.len() - i;
+            d_chunk[k..].copy_from_slice(&right[j..]);
         }
         std::mem::swap(&mut src, &mut dst);
         width *= 2;
@@ -217,11 +229,15 @@ fn sort_count_inversions(v: &mut Vec<f64>) -> u64 {
 /// Knight's algorithm on NaN-free data of equal length.
 fn knight(x: &[f64], y: &[f64]) -> KendallCounts {
     let n = x.len().min(y.len());
-    let mut pairs: Vec<(f64, f64)> = x.iter().copied().zip(y.iter().copied()).collect();
-    pairs.sort_unstable_by(|a, b| cmp_f64(a.0, b.0).then(cmp_f64(a.1, b.1)));
+    let mut pairs: Vec<(u64, u64)> = x
+        .iter()
+        .zip(y)
+        .map(|(&a, &b)| (order_key(a), order_key(b)))
+        .collect();
+    pairs.sort_unstable();
     let x_ties = tie_pairs(&pairs, |a, b| a.0 == b.0);
-    let joint_ties = tie_pairs(&pairs, |a, b| a.0 == b.0 && a.1 == b.1);
-    let mut ys: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let joint_ties = tie_pairs(&pairs, |a, b| a == b);
+    let mut ys: Vec<u64> = pairs.iter().map(|p| p.1).collect();
     let discordant = sort_count_inversions(&mut ys);
     let y_ties = tie_pairs(&ys, |a, b| a == b);
     let n64 = n as u64;
