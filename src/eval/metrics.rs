@@ -351,22 +351,34 @@ impl std::ops::Add for OpaCounts {
 /// slower config has the higher score (lower score = predicted faster).
 pub fn opa_counts(scores: &[f64], labels: &[f64]) -> Result<OpaCounts> {
     check_len(scores, labels)?;
-    let mut valid_labels: Vec<f64> = Vec::with_capacity(labels.len());
     let mut xs = Vec::with_capacity(labels.len());
     let mut ys = Vec::with_capacity(labels.len());
+    let mut nan_scored: Vec<f64> = Vec::new();
     for (&s, &y) in scores.iter().zip(labels) {
         if y >= 0.0 {
-            valid_labels.push(y);
-            if !s.is_nan() {
+            if s.is_nan() {
+                nan_scored.push(y);
+            } else {
                 xs.push(y);
                 ys.push(s);
             }
         }
     }
-    valid_labels.sort_unstable_by(|a, b| cmp_f64(*a, *b));
-    let nv = valid_labels.len() as u64;
-    let pairs = nv * nv.saturating_sub(1) / 2 - tie_pairs(&valid_labels, |a, b| a == b);
-    let correct = knight(&xs, &ys).concordant();
+    let k = knight(&xs, &ys);
+    let correct = k.concordant();
+    let pairs = if nan_scored.is_empty() {
+        k.total - k.x_ties
+    } else {
+        // Label ties over all valid items, NaN-scored ones included.
+        let mut all: Vec<u64> = xs
+            .iter()
+            .chain(&nan_scored)
+            .map(|&v| order_key(v))
+            .collect();
+        all.sort_unstable();
+        let nv = all.len() as u64;
+        nv * nv.saturating_sub(1) / 2 - tie_pairs(&all, |a, b| a == b)
+    };
     Ok(OpaCounts { correct, pairs })
 }
 
