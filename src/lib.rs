@@ -6,5 +6,7 @@
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
 pub mod cli;
+pub mod dataset;
+pub mod eval;
 pub mod hlo;
 pub mod ir;
