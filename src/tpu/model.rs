@@ -17,6 +17,10 @@ use super::tile::{resolve_sizes, TileConfig};
 
 /// Inputs whose fetch fractions are cached on the stack; more are recomputed.
 const CACHED_INPUTS: usize = 16;
+/// Distinct tile shapes whose per-step results are kept on the stack.
+const STORED_COMBOS: usize = 16;
+/// Memoised DMA sizes per evaluation (the same tile sizes recur).
+const DMA_MEMO: usize = 8;
 
 /// What limits the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -236,9 +240,25 @@ struct Ctx<'a> {
     steps: f64,
     bw: f64,
     k_tiled: bool,
+    memo: [(f64, f64); DMA_MEMO],
+    memo_len: usize,
 }
 
 impl Ctx<'_> {
+    /// DMA time of one transfer, memoised by size.
+    fn dma(&mut self, bytes: f64) -> f64 {
+        for &(b, ns) in &self.memo[..self.memo_len] {
+            if b == bytes {
+                return ns;
+            }
+        }
+        let ns = dma_ns(bytes, self.bw, self.target);
+        let slot = self.memo_len % DMA_MEMO;
+        self.memo[slot] = (bytes, ns);
+        self.memo_len = (self.memo_len + 1).min(DMA_MEMO);
+        ns
+    }
+
     fn input_frac(&self, k: usize, inp: &InputDesc) -> f64 {
         match self.frac.get(k) {
             Some(&f) => f,
@@ -247,22 +267,18 @@ impl Ctx<'_> {
     }
 
     /// (steady DMA ns per step weighted by fetch fraction, read bytes, write bytes).
-    fn step_memory(&self, e: &[i64]) -> (f64, f64, f64) {
+    fn step_memory(&mut self, e: &[i64]) -> (f64, f64, f64) {
         let mut ns = 0.0;
         let mut rd = 0.0;
-        for (k, inp) in self.desc.inputs.iter().enumerate() {
+        let desc = self.desc;
+        for (k, inp) in desc.inputs.iter().enumerate() {
             let b = input_tile_bytes(inp, e, self.target);
             let f = self.input_frac(k, inp);
-            ns += f * dma_ns(b, self.bw, self.target);
+            ns += f * self.dma(b);
             rd += f * b;
         }
-        let ob = out_tile_bytes(
-            &self.desc.output,
-            e,
-            self.desc.output.elem_bits,
-            self.target,
-        );
-        ns += self.frac_out * dma_ns(ob, self.bw, self.target);
+        let ob = out_tile_bytes(&desc.output, e, desc.output.elem_bits, self.target);
+        ns += self.frac_out * self.dma(ob);
         (ns, rd, self.frac_out * ob)
     }
 
@@ -521,6 +537,8 @@ pub(crate) fn evaluate(
         steps,
         bw: target.core_hbm_bandwidth(),
         k_tiled: (r..n).any(|d| g[d] > 1),
+        memo: [(0.0, 0.0); DMA_MEMO],
+        memo_len: 0,
     };
     for (k, inp) in desc.inputs.iter().enumerate().take(CACHED_INPUTS) {
         ctx.frac[k] = fetch_count(inp, &g[..n]) / steps;
@@ -567,55 +585,73 @@ pub(crate) fn evaluate(
     }
     let combos = 1usize << np;
 
-    // Pass 1: total DMA time and bytes.
-    let mut mem_total = 0.0;
-    let mut rd_total = 0.0;
-    let mut wr_total = 0.0;
+    // One pass over the distinct tile shapes: DMA and compute per step.
+    let mxu_hz = target.mxu_rate_hz();
+    let clk = target.clock_hz;
+    let (mut mem_total, mut rd_total, mut wr_total) = (0.0, 0.0, 0.0);
+    let (mut mxu_ns, mut vpu_ns, mut xlu_ns, mut compute_ns, mut pflops) =
+        (0.0, 0.0, 0.0, 0.0, 0.0);
+    let mut stored = [(0.0f64, 0.0f64, 0.0f64); STORED_COMBOS];
     let mut e = [1i64; MAX_DIMS];
+    let eval_combo = |ctx: &mut Ctx, e: &[i64]| -> (f64, f64, f64, f64, f64, f64, f64) {
+        let (mem, rd, wr) = ctx.step_memory(e);
+        let (mc, pf) = ctx.mxu_step(e);
+        let (vc, xc) = ctx.vector_step(e);
+        (
+            mem,
+            rd,
+            wr,
+            mc / mxu_hz * 1e9,
+            vc / clk * 1e9,
+            xc / clk * 1e9,
+            pf,
+        )
+    };
     for mask in 0..combos {
         let count = combo(&tile, &g, &rem, n, &partial[..np], mask, &mut e);
-        let (ns, rd, wr) = ctx.step_memory(&e[..n]);
-        mem_total += count * ns;
+        let (mem, rd, wr, m, v, x, pf) = eval_combo(&mut ctx, &e[..n]);
+        let c = m.max(v).max(x);
+        mem_total += count * mem;
         rd_total += count * rd;
         wr_total += count * wr;
+        mxu_ns += count * m;
+        vpu_ns += count * v;
+        xlu_ns += count * x;
+        compute_ns += count * c;
+        pflops += count * pf;
+        if let Some(slot) = stored.get_mut(mask) {
+            *slot = (count, c, mem);
+        }
     }
     // Prologue: all inputs of the first step; epilogue: the last output tile.
     let mut prologue = 0.0;
     for inp in &desc.inputs {
-        prologue += dma_ns(input_tile_bytes(inp, &tile[..n], target), ctx.bw, target);
+        prologue += ctx.dma(input_tile_bytes(inp, &tile[..n], target));
     }
-    let epilogue = dma_ns(
-        out_tile_bytes(&desc.output, &rem[..n], desc.output.elem_bits, target),
-        ctx.bw,
+    let epilogue = ctx.dma(out_tile_bytes(
+        &desc.output,
+        &rem[..n],
+        desc.output.elem_bits,
         target,
-    );
+    ));
     let fixed_mem = (prologue + epilogue).min(mem_total);
     let steady_scale = if mem_total > 0.0 {
         (mem_total - fixed_mem) / mem_total
     } else {
         0.0
     };
-
-    // Pass 2: compute and the pipelined sum.
-    let mxu_hz = target.mxu_rate_hz();
-    let clk = target.clock_hz;
-    let (mut mxu_ns, mut vpu_ns, mut xlu_ns, mut compute_ns, mut piped, mut pflops) =
-        (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    // Steady state: Σ count · max(compute, DMA scaled to exclude prologue/epilogue).
+    let mut piped = 0.0;
     for mask in 0..combos {
-        let count = combo(&tile, &g, &rem, n, &partial[..np], mask, &mut e);
-        let (mem, _, _) = ctx.step_memory(&e[..n]);
-        let (mc, pf) = ctx.mxu_step(&e[..n]);
-        let (vc, xc) = ctx.vector_step(&e[..n]);
-        let m = mc / mxu_hz * 1e9;
-        let v = vc / clk * 1e9;
-        let x = xc / clk * 1e9;
-        let c = m.max(v).max(x);
-        mxu_ns += count * m;
-        vpu_ns += count * v;
-        xlu_ns += count * x;
-        compute_ns += count * c;
+        let (count, c, mem) = match stored.get(mask) {
+            Some(&s) => s,
+            None => {
+                let count = combo(&tile, &g, &rem, n, &partial[..np], mask, &mut e);
+                let (mem, _, _, m, v, x, _) = eval_combo(&mut ctx, &e[..n]);
+                (count, m.max(v).max(x), mem)
+            }
+        };
         piped += count * c.max(mem * steady_scale);
-        pflops += count * pf;
     }
 
     // Megacore: parallel (output) tiles are split across the cores.
