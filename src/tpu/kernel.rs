@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
+use super::target::TpuTarget;
 
 /// Largest supported number of iteration dims (output rank + reduction dims),
 /// and largest tensor rank. Evaluation uses fixed stack arrays of this size.
@@ -45,6 +46,35 @@ impl TensorDesc {
     /// Logical bytes (no layout padding).
     pub fn bytes(&self) -> f64 {
         self.elements() as f64 * f64::from(self.storage_bits()) / 8.0
+    }
+    /// Dims after tiled-layout padding on `target`: the second-minor dim
+    /// rounds up to the sublane tile (8 / 16 / 32 rows for 32 / 16 / 8-bit),
+    /// the minor dim to the lane count; a rank-1 array rounds up to one
+    /// (sublane tile × lanes) tile.
+    pub fn padded_dims(&self, target: &TpuTarget) -> Vec<i64> {
+        let sub = target.sublane_tile(self.storage_bits());
+        let lanes = i64::from(target.lanes);
+        let up = |x: i64, a: i64| (x + a - 1) / a * a;
+        let mut d = self.dims.clone();
+        let r = d.len();
+        match r {
+            0 => {}
+            1 => d[0] = up(d[0], sub * lanes),
+            _ => {
+                d[r - 2] = up(d[r - 2], sub);
+                d[r - 1] = up(d[r - 1], lanes);
+            }
+        }
+        d
+    }
+    /// Bytes in HBM after tiled-layout padding on `target`.
+    pub fn padded_bytes(&self, target: &TpuTarget) -> f64 {
+        self.padded_dims(target)
+            .iter()
+            .map(|&x| x as f64)
+            .product::<f64>()
+            * f64::from(self.storage_bits())
+            / 8.0
     }
 }
 
@@ -720,5 +750,86 @@ impl KernelDesc {
         };
         d.validate()?;
         Ok(d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_by_element_width() {
+        let t = TpuTarget::v3();
+        // f32[3,5] → [8,128]; bf16[3,5] → [16,128]; s8[3,5] → [32,128]
+        assert_eq!(
+            TensorDesc::new(vec![3, 5], 32).padded_dims(&t),
+            vec![8, 128]
+        );
+        assert_eq!(
+            TensorDesc::new(vec![3, 5], 16).padded_dims(&t),
+            vec![16, 128]
+        );
+        assert_eq!(
+            TensorDesc::new(vec![3, 5], 8).padded_dims(&t),
+            vec![32, 128]
+        );
+        assert_eq!(
+            TensorDesc::new(vec![2, 3, 5], 1).padded_bytes(&t),
+            2.0 * 32.0 * 128.0
+        );
+        assert_eq!(TensorDesc::new(vec![1000], 32).padded_dims(&t), vec![1024]);
+    }
+
+    #[test]
+    fn derived_broadcast_and_contraction_dims() {
+        let d = KernelDesc::matmul("mm", 1, 64, 32, 16, 16, 16, MxuPrecision::Bf16).unwrap();
+        // iteration dims: 0 = m, 1 = n, 2 = k
+        assert_eq!(d.inputs[0].broadcast_dims(3), vec![1]);
+        assert_eq!(d.inputs[1].broadcast_dims(3), vec![0]);
+        assert_eq!(d.inputs[0].contraction_dims(2, 3), vec![2]);
+        let c = KernelDesc::conv2d(
+            "c",
+            Conv2dShape {
+                n: 2,
+                h: 9,
+                w: 9,
+                c_in: 4,
+                c_out: 8,
+                kh: 3,
+                kw: 3,
+                stride: 2,
+                pad: 0,
+            },
+            16,
+            16,
+            MxuPrecision::Bf16,
+        )
+        .unwrap();
+        assert_eq!(c.output.dims, vec![2, 4, 4, 8]);
+        assert_eq!(c.inputs[0].broadcast_dims(7), vec![3]);
+        assert_eq!(c.inputs[0].contraction_dims(4, 7), vec![4, 5, 6]);
+        assert_eq!(c.flops, 2.0 * 2.0 * 16.0 * 8.0 * 4.0 * 9.0);
+    }
+
+    #[test]
+    fn builders_reject_bad_input() {
+        assert!(KernelDesc::matmul("m", 1, 0, 4, 4, 16, 16, MxuPrecision::Bf16).is_err());
+        assert!(KernelDesc::copy_transpose("t", &[2, 3], &[0, 0], 32).is_err());
+        assert!(KernelDesc::reduction("r", &[2, 3], &[5], 32, OpCounts::cheap(1.0)).is_err());
+        let mut d = KernelDesc::elementwise("e", &[8, 128], 32, 1, OpCounts::cheap(1.0)).unwrap();
+        d.inputs[0].dims[0] = DimMap::Iter(9);
+        assert!(matches!(
+            d.validate(),
+            Err(ModelError::BadIterDim { dim: 9, .. })
+        ));
+        let r = KernelDesc::reduction("r", &[4, 6, 8], &[1, 2], 32, OpCounts::cheap(1.0)).unwrap();
+        assert_eq!(r.output.dims, vec![4]);
+        assert_eq!(
+            r.reduction_dims.iter().map(|x| x.kind).collect::<Vec<_>>(),
+            vec![
+                ReductionKind::Reduce(ReduceAxis::Sublanes),
+                ReductionKind::Reduce(ReduceAxis::Lanes)
+            ]
+        );
     }
 }

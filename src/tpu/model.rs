@@ -510,10 +510,13 @@ pub(crate) fn evaluate(
             );
         }
         let _ = writeln!(tr, "   grid steps = Π tiles = {steps}");
-        let _ = writeln!(
+        let _ =
+            writeln!(
             tr,
-            "\n2. VMEM footprint = 2×(input tiles) + 2×(output tile) + f32 accumulator = {} B (scoped limit {} B)",
-            vmem, target.vmem_limit_bytes
+            "\n2. VMEM footprint = 2×(input tiles) + 2×(output tile){} = {} B (scoped limit {} B)",
+            if desc.reduction_dims.is_empty() { "" } else { " + f32 accumulator tile" },
+            vmem,
+            target.vmem_limit_bytes
         );
     }
     if vmem > target.vmem_limit_bytes {

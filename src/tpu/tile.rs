@@ -185,7 +185,7 @@ pub(crate) fn resolve_sizes(
             }
         }
     }
-    if t[..n].iter().any(|&x| x == 0) {
+    if t[..n].contains(&0) {
         let mut def = [0i64; MAX_DIMS];
         default_sizes(desc, target, &mut def);
         for d in 0..n {
@@ -448,4 +448,81 @@ pub fn sample_tiles(
         out.push(TileConfig::from_sizes(desc, &sizes));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tpu::kernel::{Conv2dShape, MxuPrecision, OpCounts};
+
+    fn roundtrip(desc: &KernelDesc, sizes: &[i64]) {
+        let t = TpuTarget::v3();
+        let cfg = TileConfig::from_sizes(desc, sizes);
+        let mut back = [0i64; MAX_DIMS];
+        resolve_sizes(desc, &cfg, &t, &mut back).unwrap();
+        assert_eq!(&back[..sizes.len()], sizes, "{cfg:?}");
+    }
+
+    #[test]
+    fn from_sizes_resolves_back() {
+        let mm = KernelDesc::matmul("mm", 1, 1024, 512, 2048, 16, 16, MxuPrecision::Bf16).unwrap();
+        roundtrip(&mm, &[256, 512, 128]);
+        let c = KernelDesc::conv2d(
+            "c",
+            Conv2dShape {
+                n: 8,
+                h: 32,
+                w: 32,
+                c_in: 64,
+                c_out: 128,
+                kh: 3,
+                kw: 3,
+                stride: 1,
+                pad: 1,
+            },
+            16,
+            16,
+            MxuPrecision::Bf16,
+        )
+        .unwrap();
+        roundtrip(&c, &[2, 8, 16, 128, 3, 1, 64]);
+        let r = KernelDesc::reduction("r", &[64, 4096], &[1], 32, OpCounts::cheap(1.0)).unwrap();
+        roundtrip(&r, &[32, 1024]);
+        let cfg = TileConfig::from_sizes(&r, &[32, 1024]);
+        assert!(cfg.kernel_bounds.is_empty());
+        assert_eq!(cfg.input_bounds, vec![32, 1024]);
+    }
+
+    #[test]
+    fn pallas_blocks_map_to_tpugraphs_fields() {
+        let mm = KernelDesc::matmul("mm", 1, 1024, 1024, 1024, 16, 16, MxuPrecision::Bf16).unwrap();
+        let cfg = TileConfig::from_sizes(&mm, &[512, 1024, 256]);
+        assert_eq!(cfg.output_bounds, vec![512, 1024]);
+        assert_eq!(cfg.kernel_bounds, vec![256, 1024]);
+        assert!(cfg.input_bounds.is_empty());
+    }
+
+    #[test]
+    fn candidates_are_aligned() {
+        let t = TpuTarget::v6e();
+        let mm = KernelDesc::matmul("mm", 1, 1000, 600, 700, 16, 16, MxuPrecision::Bf16).unwrap();
+        let c = tile_candidates(&mm, &t);
+        assert_eq!(c[0], vec![16, 32, 64, 128, 256, 512, 1000]);
+        assert_eq!(c[1], vec![256, 512, 700]);
+        assert_eq!(c[2], vec![256, 512, 600]);
+        let all = enumerate_tiles(&mm, &t, usize::MAX);
+        assert_eq!(all.len(), 7 * 3 * 3);
+        assert_eq!(enumerate_tiles(&mm, &t, 5).len(), 5);
+    }
+
+    #[test]
+    fn splitmix_reference_values() {
+        // first outputs for seed 1234567 (reference implementation by Vigna)
+        let mut r = SplitMix64::new(1234567);
+        assert_eq!(r.next_u64(), 6457827717110365317);
+        assert_eq!(r.next_u64(), 3203168211198807973);
+        for n in [1usize, 3, 10] {
+            assert!(r.below(n) < n);
+        }
+    }
 }
