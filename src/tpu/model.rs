@@ -267,12 +267,16 @@ impl Ctx<'_> {
     }
 
     /// (steady DMA ns per step weighted by fetch fraction, read bytes, write bytes).
-    fn step_memory(&mut self, e: &[i64]) -> (f64, f64, f64) {
+    /// `full` holds the input bytes when `e` is the full tile.
+    fn step_memory(&mut self, e: &[i64], full: Option<&[f64; CACHED_INPUTS]>) -> (f64, f64, f64) {
         let mut ns = 0.0;
         let mut rd = 0.0;
         let desc = self.desc;
         for (k, inp) in desc.inputs.iter().enumerate() {
-            let b = input_tile_bytes(inp, e, self.target);
+            let b = match full.and_then(|f| f.get(k)) {
+                Some(&b) => b,
+                None => input_tile_bytes(inp, e, self.target),
+            };
             let f = self.input_frac(k, inp);
             ns += f * self.dma(b);
             rd += f * b;
@@ -487,7 +491,22 @@ pub(crate) fn evaluate(
         rem[d] = ext[d] - (g[d] - 1) * tile[d];
         steps *= g[d] as f64;
     }
-    let vmem = vmem_footprint(desc, target, &tile[..n]);
+    // Full-tile input bytes, reused for the footprint, the prologue and the
+    // first tile shape (same formula as `vmem_footprint`).
+    let mut full_in = [0.0f64; CACHED_INPUTS];
+    let mut vmem_f = 0.0;
+    for (k, inp) in desc.inputs.iter().enumerate() {
+        let b = input_tile_bytes(inp, &tile[..n], target);
+        if let Some(slot) = full_in.get_mut(k) {
+            *slot = b;
+        }
+        vmem_f += 2.0 * b;
+    }
+    vmem_f += 2.0 * out_tile_bytes(&desc.output, &tile[..n], desc.output.elem_bits, target);
+    if !desc.reduction_dims.is_empty() {
+        vmem_f += out_tile_bytes(&desc.output, &tile[..n], 32, target);
+    }
+    let vmem = vmem_f.min(u64::MAX as f64) as u64;
     if let Some(tr) = trace.as_deref_mut() {
         let _ = writeln!(tr, "Kernel `{}` on TPU {}", desc.name, target.name);
         let _ = writeln!(
@@ -596,23 +615,24 @@ pub(crate) fn evaluate(
         (0.0, 0.0, 0.0, 0.0, 0.0);
     let mut stored = [(0.0f64, 0.0f64, 0.0f64); STORED_COMBOS];
     let mut e = [1i64; MAX_DIMS];
-    let eval_combo = |ctx: &mut Ctx, e: &[i64]| -> (f64, f64, f64, f64, f64, f64, f64) {
-        let (mem, rd, wr) = ctx.step_memory(e);
-        let (mc, pf) = ctx.mxu_step(e);
-        let (vc, xc) = ctx.vector_step(e);
-        (
-            mem,
-            rd,
-            wr,
-            mc / mxu_hz * 1e9,
-            vc / clk * 1e9,
-            xc / clk * 1e9,
-            pf,
-        )
-    };
+    let eval_combo =
+        |ctx: &mut Ctx, e: &[i64], mask: usize| -> (f64, f64, f64, f64, f64, f64, f64) {
+            let (mem, rd, wr) = ctx.step_memory(e, (mask == 0).then_some(&full_in));
+            let (mc, pf) = ctx.mxu_step(e);
+            let (vc, xc) = ctx.vector_step(e);
+            (
+                mem,
+                rd,
+                wr,
+                mc / mxu_hz * 1e9,
+                vc / clk * 1e9,
+                xc / clk * 1e9,
+                pf,
+            )
+        };
     for mask in 0..combos {
         let count = combo(&tile, &g, &rem, n, &partial[..np], mask, &mut e);
-        let (mem, rd, wr, m, v, x, pf) = eval_combo(&mut ctx, &e[..n]);
+        let (mem, rd, wr, m, v, x, pf) = eval_combo(&mut ctx, &e[..n], mask);
         let c = m.max(v).max(x);
         mem_total += count * mem;
         rd_total += count * rd;
@@ -628,8 +648,12 @@ pub(crate) fn evaluate(
     }
     // Prologue: all inputs of the first step; epilogue: the last output tile.
     let mut prologue = 0.0;
-    for inp in &desc.inputs {
-        prologue += ctx.dma(input_tile_bytes(inp, &tile[..n], target));
+    for (k, inp) in desc.inputs.iter().enumerate() {
+        let b = match full_in.get(k) {
+            Some(&b) => b,
+            None => input_tile_bytes(inp, &tile[..n], target),
+        };
+        prologue += ctx.dma(b);
     }
     let epilogue = ctx.dma(out_tile_bytes(
         &desc.output,
@@ -650,7 +674,7 @@ pub(crate) fn evaluate(
             Some(&s) => s,
             None => {
                 let count = combo(&tile, &g, &rem, n, &partial[..np], mask, &mut e);
-                let (mem, _, _, m, v, x, _) = eval_combo(&mut ctx, &e[..n]);
+                let (mem, _, _, m, v, x, _) = eval_combo(&mut ctx, &e[..n], mask);
                 (count, m.max(v).max(x), mem)
             }
         };
