@@ -10,3 +10,4 @@ pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
+pub mod tpu;
