@@ -2,3 +2,4 @@
 
 pub mod kernel_module;
 pub mod npz;
+pub mod plan;
