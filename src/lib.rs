@@ -5,5 +5,6 @@
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
+pub mod dataset;
 pub mod hlo;
 pub mod ir;
