@@ -2,7 +2,7 @@
 //! (spec §1.4–§1.5, `tpu_graphs/process_data/xla/hlo_encoder.cc::EncodeHloModule`).
 //!
 //! * One node per instruction. Node order = computations in the order XLA serialises
-//!   them (`HloModule::MakeComputationPostOrder`: callees before callers), and inside a
+//!   them (callees before callers, entry last; see [`computation_order`]), and inside a
 //!   computation the order of `HloComputationProto.instructions`
 //!   (`HloComputation::MakeInstructionPostOrder`, see [`NodeOrder`]).
 //! * Edges `[u, v]`: u uses v. One per distinct operand, plus one from an instruction to
@@ -20,20 +20,17 @@ use super::features::{write_node_features, FeatureOptions, NODE_FEATURE_COUNT};
 use super::opcodes::opcode_id;
 use crate::ir::{CallRole, CompId, Computation, InstrId, Instruction, Module, Opcode};
 
-/// How instructions are ordered inside a computation (and which computation order
-/// rule is used).
+/// How instructions are ordered inside a computation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum NodeOrder {
-    /// Exactly what `HloModule::ToProto` writes: computations in
-    /// `MakeComputationPostOrder` order and instructions in `MakeInstructionPostOrder`
-    /// order (DFS from every user-less instruction in program order, operands in slot
-    /// order, then control predecessors). For unscheduled modules printed by XLA this is
-    /// the text order; for scheduled modules it differs from the schedule.
+    /// What `HloComputation::ToProto` writes: `MakeInstructionPostOrder` (DFS from every
+    /// user-less instruction in program order, operands in slot order, then control
+    /// predecessors). For unscheduled modules printed by XLA this is the text order
+    /// (checked on the JAX corpus and its `.hlo.pb` files); for scheduled modules it
+    /// differs from the schedule.
     #[default]
     XlaPostOrder,
-    /// Instructions in program (text) order; computations in module order when that
-    /// order already has callees before callers and the entry last, else in
-    /// `MakeComputationPostOrder` order with the entry moved last.
+    /// Instructions in program (text) order.
     Program,
 }
 
@@ -219,8 +216,12 @@ fn xla_computation_post_order(
     Ok(out)
 }
 
-/// Computation order for a node order rule.
-pub fn computation_order(m: &Module, order: NodeOrder) -> Result<Vec<CompId>, GraphError> {
+/// Computation order (the same for both [`NodeOrder`]s): module order when it already
+/// has callees before callers and the entry last — which is what XLA writes (checked:
+/// `HloModuleProto.computations` of the JAX corpus `.hlo.pb` files is in text order,
+/// which is not a DFS post order) — else `MakeComputationPostOrder` of 2023 XLA (DFS
+/// post order from each uncalled computation), with the entry moved last.
+pub fn computation_order(m: &Module) -> Result<Vec<CompId>, GraphError> {
     let n = m.computations.len();
     if n > 0 && m.entry >= n {
         return Err(GraphError::BadEntry {
@@ -229,27 +230,21 @@ pub fn computation_order(m: &Module, order: NodeOrder) -> Result<Vec<CompId>, Gr
         });
     }
     let calls = call_lists(m)?;
-    let post = xla_computation_post_order(m, &calls)?;
-    match order {
-        NodeOrder::XlaPostOrder => Ok(post),
-        NodeOrder::Program => {
-            let module_order_ok = calls
-                .iter()
-                .enumerate()
-                .all(|(c, v)| v.iter().all(|&d| d < c))
-                && (n == 0 || m.entry == n - 1);
-            if module_order_ok {
-                return Ok((0..n).collect());
-            }
-            let mut post = post;
-            let entry_called = calls.iter().any(|v| v.contains(&m.entry));
-            if !entry_called {
-                post.retain(|&c| c != m.entry);
-                post.push(m.entry);
-            }
-            Ok(post)
-        }
+    // Always run the DFS: it also rejects recursive call graphs.
+    let mut post = xla_computation_post_order(m, &calls)?;
+    let module_order_ok = calls
+        .iter()
+        .enumerate()
+        .all(|(c, v)| v.iter().all(|&d| d < c))
+        && (n == 0 || m.entry == n - 1);
+    if module_order_ok {
+        return Ok((0..n).collect());
     }
+    if n > 0 && !calls.iter().any(|v| v.contains(&m.entry)) {
+        post.retain(|&c| c != m.entry);
+        post.push(m.entry);
+    }
+    Ok(post)
 }
 
 /// `HloComputation::MakeInstructionPostOrder`: DFS from each user-less instruction in
@@ -319,7 +314,7 @@ pub fn xla_instruction_post_order(comp: &Computation) -> Vec<InstrId> {
 
 /// Encode a module with options.
 pub fn encode_graph_with(m: &Module, opts: &EncodeOptions) -> Result<GraphEncoding, GraphError> {
-    let comp_order = computation_order(m, opts.order)?;
+    let comp_order = computation_order(m)?;
     let total = m.instruction_count();
     if total >= u32::MAX as usize {
         return Err(GraphError::TooManyNodes(total));
