@@ -79,8 +79,14 @@ fn convolution_window_and_dim_numbers() {
         fs(&g, c, "convolution_dim_numbers_input_spatial_dims", 4),
         [1.0, 2.0, 0.0, 0.0]
     );
-    assert_eq!(f(&g, c, "convolution_dim_numbers_kernel_input_feature_dim"), 2.0);
-    assert_eq!(f(&g, c, "convolution_dim_numbers_kernel_output_feature_dim"), 3.0);
+    assert_eq!(
+        f(&g, c, "convolution_dim_numbers_kernel_input_feature_dim"),
+        2.0
+    );
+    assert_eq!(
+        f(&g, c, "convolution_dim_numbers_kernel_output_feature_dim"),
+        3.0
+    );
     assert_eq!(
         fs(&g, c, "convolution_dim_numbers_kernel_spatial_dims", 4),
         [0.0, 1.0, 0.0, 0.0]
@@ -92,10 +98,16 @@ fn convolution_window_and_dim_numbers() {
     assert_eq!(f(&g, c, "batch_group_count"), 1.0);
     // Output shape f32[8,16,16,16]{3,2,1,0}.
     assert_eq!(f(&g, c, "shape_element_type_is_f32"), 1.0);
-    assert_eq!(fs(&g, c, "shape_dimensions", 6), [8.0, 16.0, 16.0, 16.0, 0.0, 0.0]);
+    assert_eq!(
+        fs(&g, c, "shape_dimensions", 6),
+        [8.0, 16.0, 16.0, 16.0, 0.0, 0.0]
+    );
     assert_eq!(f(&g, c, "shape_dimensions_sum"), 56.0);
     assert_eq!(f(&g, c, "shape_dimensions_product"), 32768.0);
-    assert_eq!(fs(&g, c, "layout_minor_to_major", 6), [3.0, 2.0, 1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        fs(&g, c, "layout_minor_to_major", 6),
+        [3.0, 2.0, 1.0, 0.0, 0.0, 0.0]
+    );
     assert_eq!(f(&g, c, "is_root"), 0.0);
 
     let d = node(&g, &m, "main", "d");
@@ -117,7 +129,11 @@ fn convolution_window_and_dim_numbers() {
         assert_eq!(f(&g, s, &format!("{p}_sum")), 0.0);
         assert_eq!(f(&g, s, &format!("{p}_product")), 1.0);
     }
-    for p in ["slice_dims_start", "dynamic_slice_sizes", "padding_config_edge_padding_high"] {
+    for p in [
+        "slice_dims_start",
+        "dynamic_slice_sizes",
+        "padding_config_edge_padding_high",
+    ] {
         assert_eq!(f(&g, s, &format!("{p}_product")), 1.0, "{p}");
     }
     let w = node(&g, &m, "main", "w");
@@ -139,7 +155,11 @@ fn minus_one_padding_only_touches_the_no_aggregate_lists() {
         },
     )
     .unwrap();
-    let no_agg: Vec<usize> = (31..37).chain(95..99).chain(101..105).chain(134..140).collect();
+    let no_agg: Vec<usize> = (31..37)
+        .chain(95..99)
+        .chain(101..105)
+        .chain(134..140)
+        .collect();
     for k in 0..g0.num_nodes() {
         let (r0, r1) = (g0.features(k).unwrap(), g1.features(k).unwrap());
         for c in 0..NODE_FEATURE_COUNT {
@@ -154,12 +174,18 @@ fn minus_one_padding_only_touches_the_no_aggregate_lists() {
         fs(&g1, c, "convolution_dim_numbers_input_spatial_dims", 4),
         [1.0, 2.0, -1.0, -1.0]
     );
-    assert_eq!(fs(&g1, c, "layout_minor_to_major", 6), [3.0, 2.0, 1.0, 0.0, -1.0, -1.0]);
+    assert_eq!(
+        fs(&g1, c, "layout_minor_to_major", 6),
+        [3.0, 2.0, 1.0, 0.0, -1.0, -1.0]
+    );
     assert_eq!(fs(&g1, c, "dimensions", 6), [-1.0; 6]);
     // Scalar conv-dim fields keep the proto default 0.
     let s = node(&g1, &m, "main", "s");
     assert_eq!(f(&g1, s, "convolution_dim_numbers_input_batch_dim"), 0.0);
-    assert_eq!(fs(&g1, s, "convolution_dim_numbers_kernel_spatial_dims", 4), [-1.0; 4]);
+    assert_eq!(
+        fs(&g1, s, "convolution_dim_numbers_kernel_spatial_dims", 4),
+        [-1.0; 4]
+    );
 }
 
 const MISC: &str = r#"
@@ -235,7 +261,10 @@ fn slice_pad_dynamic_slice_and_iota() {
     assert_eq!(fs(&g, pd, "padding_config_edge_padding_low", 2), [1.0, 0.0]);
     assert_eq!(f(&g, pd, "padding_config_edge_padding_low_sum"), 1.0);
     assert_eq!(f(&g, pd, "padding_config_edge_padding_low_product"), 0.0);
-    assert_eq!(fs(&g, pd, "padding_config_edge_padding_high", 2), [2.0, 3.0]);
+    assert_eq!(
+        fs(&g, pd, "padding_config_edge_padding_high", 2),
+        [2.0, 3.0]
+    );
     assert_eq!(f(&g, pd, "padding_config_edge_padding_high_sum"), 5.0);
     assert_eq!(f(&g, pd, "padding_config_edge_padding_high_product"), 6.0);
 
@@ -257,7 +286,10 @@ fn reshape_layout_reduce_dimensions_scalar_and_tuple() {
     let g = encode_graph(&m).unwrap();
     let r = node(&g, &m, "main", "r");
     assert_eq!(g.node_opcode[r], 75);
-    assert_eq!(fs(&g, r, "layout_minor_to_major", 6), [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]);
+    assert_eq!(
+        fs(&g, r, "layout_minor_to_major", 6),
+        [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    );
     assert_eq!(fs(&g, r, "dimensions", 6), [0.0; 6]);
 
     let red = node(&g, &m, "main", "red");
@@ -403,7 +435,11 @@ fn while_node_splits() {
         .filter(|e| e[0] == w as i64)
         .copied()
         .collect();
-    let mut want = vec![[w as i64, body_root], [w as i64, cond_root], [w as i64, init]];
+    let mut want = vec![
+        [w as i64, body_root],
+        [w as i64, cond_root],
+        [w as i64, init],
+    ];
     want.sort_unstable();
     assert_eq!(out, want);
     // Inside the body, XLA's post order visits tuple(i2, x2) operand by operand.
@@ -461,9 +497,10 @@ fn callers_before_callees_are_reordered_like_xla() {
     let g0 = encode_graph(&m0).unwrap();
     for comp in ["while_body.2", "while_cond.1", "main"] {
         for name in ["p", "i", "t", "lt", "w", "r"] {
-            if let (Some(a), Some(b)) =
-                (g.node_by_name(&m, comp, name), g0.node_by_name(&m0, comp, name))
-            {
+            if let (Some(a), Some(b)) = (
+                g.node_by_name(&m, comp, name),
+                g0.node_by_name(&m0, comp, name),
+            ) {
                 assert_eq!(g.features(a), g0.features(b), "{comp}/{name}");
             }
         }
@@ -566,7 +603,11 @@ ENTRY main {
     );
     let m = parse(&text);
     let g = encode_graph(&m).unwrap();
-    assert_eq!(g.node_opcode[node(&g, &m, "main", "e")], 0, "erf is newer than the table");
+    assert_eq!(
+        g.node_opcode[node(&g, &m, "main", "e")],
+        0,
+        "erf is newer than the table"
+    );
     assert_eq!(g.node_opcode[node(&g, &m, "main", "s")], 109);
     assert_eq!(g.node_opcode[node(&g, &m, "main", "d")], 110);
     // Sugar maps to the async-* ids XLA writes into the proto.
@@ -598,7 +639,10 @@ fn malformed_ir_gives_errors_not_panics() {
         .called
         .push((CallRole::ToApply, add));
     let e = encode_graph(&m).unwrap_err();
-    assert!(matches!(e, GraphError::CallCycle(ref n) if n == "add_f32"), "{e}");
+    assert!(
+        matches!(e, GraphError::CallCycle(ref n) if n == "add_f32"),
+        "{e}"
+    );
     assert!(e.to_string().contains("add_f32"));
 }
 
@@ -620,7 +664,10 @@ fn check_invariants(m: &Module, g: &GraphEncoding, what: &str) {
         assert!(w[0] < w[1], "{what}: edges sorted and unique: {:?}", w);
     }
     for e in &g.edge_index {
-        assert!(e[0] > e[1] && e[1] >= 0 && (e[0] as usize) < n, "{what}: edge {e:?}");
+        assert!(
+            e[0] > e[1] && e[1] >= 0 && (e[0] as usize) < n,
+            "{what}: edge {e:?}"
+        );
     }
     assert_eq!(g.node_splits.first(), Some(&0), "{what}");
     if n > 0 {
@@ -645,7 +692,10 @@ fn shared_dir() -> Option<PathBuf> {
         std::env::var_os("TPUSIM_SHARED").map(PathBuf::from),
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")),
     ];
-    candidates.into_iter().flatten().find(|p| p.join("hlo_corpus/jax").is_dir())
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.join("hlo_corpus/jax").is_dir())
 }
 
 #[test]
@@ -661,7 +711,11 @@ fn jax_corpus_encodes_with_valid_invariants() {
         .filter(|p| p.extension().is_some_and(|x| x == "hlo"))
         .collect();
     files.sort();
-    assert!(files.len() >= 20, "expected the JAX corpus, found {}", files.len());
+    assert!(
+        files.len() >= 20,
+        "expected the JAX corpus, found {}",
+        files.len()
+    );
     let mut total_nodes = 0;
     for path in &files {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -687,7 +741,11 @@ fn jax_corpus_encodes_with_valid_invariants() {
         let roots = (0..g.num_nodes())
             .filter(|&k| g.feature(k, col::IS_ROOT) == Some(1.0))
             .count();
-        assert_eq!(roots, m.computations.len(), "{name}: one root per computation");
+        assert_eq!(
+            roots,
+            m.computations.len(),
+            "{name}: one root per computation"
+        );
     }
     eprintln!("encoded {} files, {total_nodes} nodes", files.len());
 }

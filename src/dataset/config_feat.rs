@@ -52,7 +52,10 @@ fn bounds_features(out: &mut [f32], vals: &[i64]) {
 /// Write the 24 tile features (`FeaturizeTileSizeConfig`): kernel_bounds 0..5, sum,
 /// product; output_bounds 0..5, sum, product; input_bounds 0..5, sum, product. Padding
 /// 0; the product of an empty list is 0 here.
-pub fn write_tile_config_features(cfg: &TileSizeConfig, out: &mut [f32; TILE_CONFIG_FEATURE_COUNT]) {
+pub fn write_tile_config_features(
+    cfg: &TileSizeConfig,
+    out: &mut [f32; TILE_CONFIG_FEATURE_COUNT],
+) {
     let (k, rest) = out.split_at_mut(8);
     let (o, i) = rest.split_at_mut(8);
     bounds_features(k, &cfg.kernel_bounds);
@@ -129,8 +132,8 @@ mod tests {
         assert_eq!(
             f,
             [
-                2.0, 1.0, 0.0, -1.0, -1.0, -1.0, 3.0, 2.0, 1.0, 0.0, -1.0, -1.0, -1.0, -1.0,
-                -1.0, -1.0, -1.0, -1.0
+                2.0, 1.0, 0.0, -1.0, -1.0, -1.0, 3.0, 2.0, 1.0, 0.0, -1.0, -1.0, -1.0, -1.0, -1.0,
+                -1.0, -1.0, -1.0
             ]
         );
         assert_eq!(layout_config_features(&LayoutConfig::default()), [-1.0; 18]);

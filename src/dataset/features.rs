@@ -386,14 +386,20 @@ pub fn write_node_features(
     out[col::CONV_INPUT_FEATURE] = field(|c| c.input_feature);
     seq_no_agg(
         &mut out[col::CONV_INPUT_SPATIAL..col::CONV_KERNEL_INPUT_FEATURE],
-        cd.map(|c| &c.input_spatial[..]).unwrap_or(&[]).iter().copied(),
+        cd.map(|c| &c.input_spatial[..])
+            .unwrap_or(&[])
+            .iter()
+            .copied(),
         pad,
     );
     out[col::CONV_KERNEL_INPUT_FEATURE] = field(|c| c.kernel_input_feature);
     out[col::CONV_KERNEL_OUTPUT_FEATURE] = field(|c| c.kernel_output_feature);
     seq_no_agg(
         &mut out[col::CONV_KERNEL_SPATIAL..col::CONV_OUTPUT_BATCH],
-        cd.map(|c| &c.kernel_spatial[..]).unwrap_or(&[]).iter().copied(),
+        cd.map(|c| &c.kernel_spatial[..])
+            .unwrap_or(&[])
+            .iter()
+            .copied(),
         pad,
     );
     out[col::CONV_OUTPUT_BATCH] = field(|c| c.output_batch);
@@ -482,21 +488,45 @@ mod tests {
         assert_eq!(feature_index("is_root"), Some(col::IS_ROOT));
         assert_eq!(feature_index("shape_element_type_is_f32"), Some(13));
         assert_eq!(feature_index("shape_element_type_is_token"), Some(20));
-        assert_eq!(feature_index("shape_dimensions_product"), Some(col::SHAPE_DIMS_PRODUCT));
+        assert_eq!(
+            feature_index("shape_dimensions_product"),
+            Some(col::SHAPE_DIMS_PRODUCT)
+        );
         assert_eq!(feature_index("window_size_0"), Some(col::WINDOW_SIZE));
         assert_eq!(feature_index("window_stride_0"), Some(col::WINDOW_STRIDE));
-        assert_eq!(feature_index("window_padding_low_0"), Some(col::WINDOW_PADDING_LOW));
-        assert_eq!(feature_index("window_padding_high_0"), Some(col::WINDOW_PADDING_HIGH));
-        assert_eq!(feature_index("window_window_dilation_0"), Some(col::WINDOW_DILATION));
-        assert_eq!(feature_index("window_base_dilation_0"), Some(col::WINDOW_BASE_DILATION));
-        assert_eq!(feature_index("window_window_reversal_0"), Some(col::WINDOW_REVERSAL));
+        assert_eq!(
+            feature_index("window_padding_low_0"),
+            Some(col::WINDOW_PADDING_LOW)
+        );
+        assert_eq!(
+            feature_index("window_padding_high_0"),
+            Some(col::WINDOW_PADDING_HIGH)
+        );
+        assert_eq!(
+            feature_index("window_window_dilation_0"),
+            Some(col::WINDOW_DILATION)
+        );
+        assert_eq!(
+            feature_index("window_base_dilation_0"),
+            Some(col::WINDOW_BASE_DILATION)
+        );
+        assert_eq!(
+            feature_index("window_window_reversal_0"),
+            Some(col::WINDOW_REVERSAL)
+        );
         assert_eq!(
             feature_index("convolution_dim_numbers_kernel_spatial_dims_0"),
             Some(col::CONV_KERNEL_SPATIAL)
         );
-        assert_eq!(feature_index("batch_group_count"), Some(col::BATCH_GROUP_COUNT));
+        assert_eq!(
+            feature_index("batch_group_count"),
+            Some(col::BATCH_GROUP_COUNT)
+        );
         assert_eq!(feature_index("slice_dims_limit_product"), Some(120));
-        assert_eq!(feature_index("dynamic_slice_sizes_0"), Some(col::DYNAMIC_SLICE_SIZES));
+        assert_eq!(
+            feature_index("dynamic_slice_sizes_0"),
+            Some(col::DYNAMIC_SLICE_SIZES)
+        );
         assert_eq!(
             feature_index("padding_config_edge_padding_high_product"),
             Some(132)

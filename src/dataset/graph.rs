@@ -229,17 +229,29 @@ pub fn computation_order(m: &Module) -> Result<Vec<CompId>, GraphError> {
             count: n,
         });
     }
-    let calls = call_lists(m)?;
-    // Always run the DFS: it also rejects recursive call graphs.
-    let mut post = xla_computation_post_order(m, &calls)?;
-    let module_order_ok = calls
-        .iter()
-        .enumerate()
-        .all(|(c, v)| v.iter().all(|&d| d < c))
-        && (n == 0 || m.entry == n - 1);
+    // Fast path: every call goes to an earlier computation (so the call graph is
+    // acyclic) and the entry is last.
+    let mut module_order_ok = n == 0 || m.entry == n - 1;
+    for (c, comp) in m.computations.values().enumerate() {
+        for &id in &comp.order {
+            for &(_, d) in &comp.graph[id].attrs.called {
+                if d >= n {
+                    return Err(GraphError::DanglingCallee {
+                        comp: comp.name.clone(),
+                        instr: comp.graph[id].name.clone(),
+                        callee: d,
+                        count: n,
+                    });
+                }
+                module_order_ok &= d < c;
+            }
+        }
+    }
     if module_order_ok {
         return Ok((0..n).collect());
     }
+    let calls = call_lists(m)?;
+    let mut post = xla_computation_post_order(m, &calls)?;
     if n > 0 && !calls.iter().any(|v| v.contains(&m.entry)) {
         post.retain(|&c| c != m.entry);
         post.push(m.entry);
@@ -266,8 +278,12 @@ pub fn xla_instruction_post_order(comp: &Computation) -> Vec<InstrId> {
     let mut state = vec![0u8; bound];
     let mut out = Vec::with_capacity(comp.order.len());
     let mut stack: Vec<InstrId> = Vec::new();
+    let mut ops: Vec<(u32, InstrId)> = Vec::new();
     for &start in &comp.order {
-        if g.edges_directed(start, Direction::Outgoing).next().is_some() {
+        if g.edges_directed(start, Direction::Outgoing)
+            .next()
+            .is_some()
+        {
             continue;
         }
         stack.push(start);
@@ -279,8 +295,14 @@ pub fn xla_instruction_post_order(comp: &Computation) -> Vec<InstrId> {
             match *st {
                 0 => {
                     *st = 1;
-                    let ops = comp.operands(cur);
-                    stack.extend(ops.iter().rev().copied());
+                    // Operands in slot order, pushed reversed so slot 0 is visited first.
+                    ops.clear();
+                    ops.extend(
+                        g.edges_directed(cur, Direction::Incoming)
+                            .map(|e| (*e.weight(), e.source())),
+                    );
+                    ops.sort_unstable();
+                    stack.extend(ops.iter().rev().map(|&(_, id)| id));
                     if let Some(names) = &names {
                         for p in &g[cur].attrs.control_predecessors {
                             if let Some(&pid) = names.get(p.as_str()) {
@@ -376,15 +398,17 @@ pub fn encode_graph_with(m: &Module, opts: &EncodeOptions) -> Result<GraphEncodi
         pad_minus_one: opts.pad_minus_one,
     };
     let mut node_opcode = Vec::with_capacity(n);
-    let mut node_feat = vec![0.0f32; n * NODE_FEATURE_COUNT];
+    // Every column of a row is written, so rows are appended without zero-filling.
+    let mut node_feat: Vec<f32> = Vec::with_capacity(n * NODE_FEATURE_COUNT);
+    let mut row = [0.0f32; NODE_FEATURE_COUNT];
     let mut edge_index: Vec<[i64; 2]> = Vec::with_capacity(n * 2);
     let mut targets: Vec<i64> = Vec::with_capacity(16);
-    let (rows, _) = node_feat.as_chunks_mut::<NODE_FEATURE_COUNT>();
-    for (u, (&(cid, id), row)) in nodes.iter().zip(rows.iter_mut()).enumerate() {
+    for (u, &(cid, id)) in nodes.iter().enumerate() {
         let comp = m.comp(cid);
         let instr = &comp.graph[id];
         node_opcode.push(opcode_id(instr));
-        write_node_features(instr, id == comp.root, fopts, row);
+        write_node_features(instr, id == comp.root, fopts, &mut row);
+        node_feat.extend_from_slice(&row);
 
         targets.clear();
         let map = &node_of[cid];
