@@ -9,3 +9,4 @@ pub mod kernel_module;
 pub mod npz;
 pub mod opcodes;
 pub mod plan;
+pub mod write;
