@@ -91,35 +91,69 @@ fn cost_analysis_matches_xla_on_the_jax_corpus() {
     assert!(failures.is_empty(), "cost mismatches: {failures:?}");
 }
 
+/// Instructions of the XLA corpus that XLA's own verifier rejects (they come from
+/// MLIR-importer tests that exercise lenient import paths). Each must be reported,
+/// nothing else may be. `(file, instruction, XLA's rule)`; see docs/analysis.md.
+const KNOWN_INVALID: &[(&str, &str, &str)] = &[
+    (
+        "hlo__translate__hlo_to_mhlo__tests__import.hlo",
+        "convolution.4",
+        "ShapeInference: Window dimensions do not match RHS shape (3x3 window, 2x2 kernel)",
+    ),
+    (
+        "hlo__translate__hlo_to_mhlo__tests__import.hlo",
+        "map",
+        "ShapeInference: Mapped computation's result has to be a scalar (returns (f32[]))",
+    ),
+    (
+        "hlo__translate__hlo_to_mhlo__tests__import.hlo",
+        "reduce.2",
+        "ShapeInference (VerifyReducerShape): init value f32[4] is not the accumulator f32[]",
+    ),
+    (
+        "hlo__translate__hlo_to_mhlo__tests__import.hlo",
+        "select-and-scatter",
+        "ShapeInference: Select function must have rank-0 PRED result (returns (pred[]))",
+    ),
+    (
+        "hlo__translate__hlo_to_mhlo__tests__import.hlo",
+        "sorted",
+        "HloVerifier: Sort compare computation shape does not lead to a scalar predicate",
+    ),
+];
+
 #[test]
 fn every_corpus_module_verifies_clean() {
     let Some(shared) = shared_dir() else { return };
     let mut n = 0;
-    let mut bad = Vec::new();
+    let mut unexpected = Vec::new();
+    let mut found_known = Vec::new();
     for sub in ["hlo_corpus/jax", "hlo_corpus/xla"] {
         for path in hlo_files(&shared.join(sub)) {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
             let text = std::fs::read_to_string(&path).unwrap();
             for (k, (_, part)) in split_modules(&text).into_iter().enumerate() {
-                let m = match parse_module(&name, part) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        // Parsing is the front end's business; say so but do not fail here.
-                        println!("{name}#{k}: does not parse: {e}");
-                        continue;
-                    }
-                };
+                let m = parse_module(&name, part).unwrap_or_else(|e| panic!("{name}#{k}: {e}"));
                 n += 1;
-                if let Err(errs) = verify_module(&m) {
-                    for e in errs.iter().take(5) {
-                        println!("{name}#{k}: {e}");
+                let Err(errs) = verify_module(&m) else { continue };
+                for e in errs {
+                    let known = KNOWN_INVALID
+                        .iter()
+                        .any(|(f, i, _)| *f == name && *i == e.instruction);
+                    println!("{name}#{k}: {e}{}", if known { "  [known invalid]" } else { "" });
+                    if known {
+                        found_known.push(e.instruction.clone());
+                    } else {
+                        unexpected.push(format!("{name}#{k}: {e}"));
                     }
-                    bad.push(format!("{name}#{k} ({} errors)", errs.len()));
                 }
             }
         }
     }
     println!("{n} modules verified");
-    assert!(n > 60, "expected the whole corpus, verified {n} modules");
-    assert!(bad.is_empty(), "modules with verifier errors: {bad:?}");
+    assert_eq!(n, 67, "expected the 24 JAX and 43 XLA corpus modules");
+    assert!(unexpected.is_empty(), "unexpected verifier errors: {unexpected:#?}");
+    for (_, i, why) in KNOWN_INVALID {
+        assert!(found_known.iter().any(|f| f == i), "'{i}' ({why}) was not reported");
+    }
 }

@@ -445,8 +445,19 @@ impl<'a> Cx<'a> {
                 }
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 self.check_params(f, &self.scalar_params()?)?;
-                let t = f.instr(f.root).shape.element_type();
-                array(t, &a.dims)
+                let rs = &f.instr(f.root).shape;
+                match rs.as_array() {
+                    Some(r) if r.rank() == 0 => array(r.element_type, &a.dims),
+                    _ => {
+                        return Err(ShapeError::Signature {
+                            computation: f.name.clone(),
+                            message: format!(
+                                "a mapped computation must return a scalar, this one returns {}",
+                                shape_text(rs)
+                            ),
+                        })
+                    }
+                }
             }
             O::Sort => {
                 self.at_least(1)?;
