@@ -191,16 +191,6 @@ impl Sizer {
             Shape::Buffer(b) => self.leaf_size(b),
         }
     }
-
-    /// Σ over every sub-shape, index tables included.
-    fn full_size(&self, s: &Shape) -> f64 {
-        match s {
-            Shape::Array(a) => self.array_size(a),
-            Shape::Tuple(v) => self.size(s) + v.iter().map(|e| self.full_size(e)).sum::<f64>(),
-            Shape::Buffer(b) => self.full_size(b),
-        }
-    }
-
 }
 
 #[derive(Clone, Copy)]
@@ -399,7 +389,6 @@ impl<'m> CostAnalyzer<'m> {
                 }
                 c
             }
-            O::OptimizationBarrier => bytes_only(sz.full_size(out) + operand_bytes()),
             O::Dot => {
                 let lhs = opshape(0).map(|s| s.dims()).unwrap_or(&[]);
                 let k: f64 = instr
