@@ -206,6 +206,7 @@ pub struct CostAnalyzer<'m> {
     m: &'m Module,
     opts: CostOptions,
     comps: Vec<Memo>,
+    comps_compute: Vec<Memo>,
     fusions: Vec<Memo>,
 }
 
@@ -292,6 +293,7 @@ impl<'m> CostAnalyzer<'m> {
             m,
             opts,
             comps: vec![Memo::Todo; n],
+            comps_compute: vec![Memo::Todo; n],
             fusions: vec![Memo::Todo; n],
         }
     }
@@ -310,60 +312,100 @@ impl<'m> CostAnalyzer<'m> {
 
     /// Total cost of a computation: the sum over all its instructions (memoised).
     pub fn computation(&mut self, id: CompId) -> Cost {
-        match self.comps.get(id).copied() {
+        self.computation_with(id, true)
+    }
+
+    /// With `bytes = false` only flops and transcendentals are computed (what callers
+    /// that drop the callee's bytes need: fusions, reducers); bytes come back as 0.
+    fn computation_with(&mut self, id: CompId, bytes: bool) -> Cost {
+        if let Some(Memo::Done(c)) = self.comps.get(id).copied() {
+            return if bytes { c } else { c.compute_times(1.0) };
+        }
+        let memo = if bytes { &self.comps } else { &self.comps_compute };
+        match memo.get(id).copied() {
             Some(Memo::Done(c)) => return c,
             Some(Memo::InProgress) | None => return Cost::default(),
             Some(Memo::Todo) => {}
         }
-        self.comps[id] = Memo::InProgress;
+        self.memo_mut(bytes)[id] = Memo::InProgress;
         let mut total = Cost::default();
         if let Some(comp) = self.comp_ref(id) {
             for &i in &comp.order {
-                total += self.instruction(id, i);
+                total += self.instruction_with(id, i, bytes);
             }
         }
-        self.comps[id] = Memo::Done(total);
+        self.memo_mut(bytes)[id] = Memo::Done(total);
         total
     }
 
-    fn called(&mut self, instr: &Instruction, role: CallRole) -> Cost {
+    fn memo_mut(&mut self, bytes: bool) -> &mut Vec<Memo> {
+        if bytes {
+            &mut self.comps
+        } else {
+            &mut self.comps_compute
+        }
+    }
+
+    fn called(&mut self, instr: &Instruction, role: CallRole, bytes: bool) -> Cost {
         match instr.attrs.called_with(role) {
-            Some(c) => self.computation(c),
+            Some(c) => self.computation_with(c, bytes),
             None => Cost::default(),
         }
     }
 
     /// Cost of one instruction of computation `comp`.
     pub fn instruction(&mut self, comp_id: CompId, id: InstrId) -> Cost {
+        self.instruction_with(comp_id, id, true)
+    }
+
+    fn instruction_with(&mut self, comp_id: CompId, id: InstrId, bytes: bool) -> Cost {
         let comp = match self.comp_ref(comp_id) {
             Some(c) => c,
             None => return Cost::default(),
         };
         let instr = comp.instr(id);
+        use Opcode as O;
+        // Free instructions first: no operand walk needed (most fused instructions
+        // are parameters).
+        if instr.async_wrapped.is_none() {
+            match instr.opcode {
+                O::Parameter
+                | O::Constant
+                | O::GetTupleElement
+                | O::Bitcast
+                | O::Domain
+                | O::AfterAll
+                | O::AddDependency => return Cost::default(),
+                O::Tuple => {
+                    return Cost {
+                        bytes_accessed: self.size(&instr.shape),
+                        ..Default::default()
+                    }
+                }
+                _ => {}
+            }
+        }
         let ops: SmallVec<[InstrId; 4]> = comp.operands(id);
         let opshape = |k: usize| -> Option<&'m Shape> { ops.get(k).map(|&o| &comp.instr(o).shape) };
         let out = &instr.shape;
         let out_elems = out.element_count() as f64;
         let sz = Sizer(self.opts);
         let operand_bytes = || -> f64 { ops.iter().map(|&o| sz.size(&comp.instr(o).shape)).sum() };
-        let default_bytes = || sz.leaf_size(out) + operand_bytes();
+        let default_bytes = || {
+            if bytes {
+                sz.leaf_size(out) + operand_bytes()
+            } else {
+                0.0
+            }
+        };
         let bytes_only = |b: f64| Cost {
             bytes_accessed: b,
             ..Default::default()
         };
-        use Opcode as O;
         if instr.async_wrapped.is_some() && instr.opcode != O::AsyncStart {
             return bytes_only(default_bytes());
         }
         match instr.opcode {
-            O::Parameter
-            | O::Constant
-            | O::GetTupleElement
-            | O::Bitcast
-            | O::Domain
-            | O::AfterAll
-            | O::AddDependency => Cost::default(),
-            O::Tuple => bytes_only(self.size(out)),
             O::Transpose => {
                 let eff = match (opshape(0).and_then(|s| s.as_array()), out.as_array()) {
                     (Some(a), Some(o)) => instr
@@ -438,7 +480,7 @@ impl<'m> CostAnalyzer<'m> {
                 }
             }
             O::Reduce => {
-                let sub = self.called(instr, CallRole::ToApply);
+                let sub = self.called(instr, CallRole::ToApply, false);
                 let input = opshape(0).map(|s| s.element_count()).unwrap_or(0) as f64;
                 let output = match out {
                     Shape::Tuple(v) => v.first().map(|s| s.element_count()).unwrap_or(0),
@@ -449,22 +491,22 @@ impl<'m> CostAnalyzer<'m> {
                 c
             }
             O::ReduceWindow => {
-                let sub = self.called(instr, CallRole::ToApply);
+                let sub = self.called(instr, CallRole::ToApply, false);
                 let k = self.reduce_window_count(instr, out);
                 let mut c = sub.compute_times(k);
                 c.bytes_accessed = default_bytes();
                 c
             }
             O::Map => {
-                let sub = self.called(instr, CallRole::ToApply);
+                let sub = self.called(instr, CallRole::ToApply, false);
                 let mut c = sub.compute_times(out_elems);
                 c.bytes_accessed = default_bytes();
                 c
             }
             O::Scatter => self.scatter_cost(instr, &ops, comp),
             O::SelectAndScatter => {
-                let sel = self.called(instr, CallRole::Select);
-                let sc = self.called(instr, CallRole::Scatter);
+                let sel = self.called(instr, CallRole::Select, false);
+                let sc = self.called(instr, CallRole::Scatter, false);
                 let src = opshape(1).map(|s| s.element_count()).unwrap_or(0) as f64;
                 let win: i64 = instr
                     .attrs
@@ -536,11 +578,11 @@ impl<'m> CostAnalyzer<'m> {
                     + opshape(2).map(|s| self.size(s)).unwrap_or(0.0),
             ),
             O::While => {
-                self.called(instr, CallRole::Body) + self.called(instr, CallRole::Condition)
+                self.called(instr, CallRole::Body, bytes) + self.called(instr, CallRole::Condition, bytes)
             }
-            O::Call => self.called(instr, CallRole::ToApply),
+            O::Call => self.called(instr, CallRole::ToApply, bytes),
             O::AsyncStart => match instr.attrs.called.first() {
-                Some(&(_, c)) => self.computation(c),
+                Some(&(_, c)) => self.computation_with(c, bytes),
                 None => bytes_only(default_bytes()),
             },
             O::Conditional => {
@@ -548,7 +590,7 @@ impl<'m> CostAnalyzer<'m> {
                     instr.attrs.called.iter().map(|&(_, c)| c).collect();
                 let mut best: Option<Cost> = None;
                 for b in branches {
-                    let c = self.computation(b);
+                    let c = self.computation_with(b, bytes);
                     best = Some(match best {
                         None => c,
                         Some(x) => x.max(c),
@@ -556,7 +598,7 @@ impl<'m> CostAnalyzer<'m> {
                 }
                 best.unwrap_or_default()
             }
-            O::Fusion => self.fusion_cost(instr, &ops, comp),
+            O::Fusion => self.fusion_cost(instr, &ops, comp, bytes),
             O::CustomCall => Cost {
                 flops: -1.0,
                 transcendentals: 0.0,
@@ -668,13 +710,19 @@ impl<'m> CostAnalyzer<'m> {
             .get(n + 1)
             .map(|&u| comp.instr(u).shape.element_count())
             .unwrap_or(0) as f64;
-        let sub = self.called(instr, CallRole::ToApply);
+        let sub = self.called(instr, CallRole::ToApply, false);
         let mut c = sub.compute_times(elems);
         c.bytes_accessed = 3.0 * upd_bytes + idx_bytes;
         c
     }
 
-    fn fusion_cost(&mut self, instr: &Instruction, ops: &[InstrId], caller: &Computation) -> Cost {
+    fn fusion_cost(
+        &mut self,
+        instr: &Instruction,
+        ops: &[InstrId],
+        caller: &Computation,
+        bytes: bool,
+    ) -> Cost {
         let fid = match instr.attrs.called_with(CallRole::Calls) {
             Some(f) => f,
             None => {
@@ -686,6 +734,9 @@ impl<'m> CostAnalyzer<'m> {
                 };
             }
         };
+        if !bytes && instr.attrs.fusion_kind != Some(FusionKind::Custom) {
+            return self.computation_with(fid, false);
+        }
         match self.fusions.get(fid).copied() {
             Some(Memo::Done(c)) => return c,
             Some(Memo::InProgress) | None => return Cost::default(),
@@ -720,7 +771,7 @@ impl<'m> CostAnalyzer<'m> {
                 }
             }
         }
-        let mut c = self.computation(fid);
+        let mut c = self.computation_with(fid, false);
         let root = f.instr(f.root);
         // Outputs: a dynamic-update-slice root (or tuple element) writes only its update.
         let dus_update = |x: InstrId| -> Option<f64> {
