@@ -168,10 +168,13 @@ struct Sizer(CostOptions);
 
 impl Sizer {
     fn array_size(&self, a: &ArrayShape) -> f64 {
-        match self.0.shape_size {
-            ShapeSizeMode::ByteSizeOf => a.byte_size() as f64,
-            ShapeSizeMode::Padded => a.padded_byte_size() as f64,
-        }
+        let data = match self.0.shape_size {
+            ShapeSizeMode::ByteSizeOf => a.byte_size(),
+            ShapeSizeMode::Padded => a.padded_byte_size(),
+        };
+        // Dynamic shapes carry their runtime sizes: one s32 per dimension.
+        let meta = if a.dynamic_mask != 0 { 4 * a.rank() as u64 } else { 0 };
+        (data + meta) as f64
     }
 
     /// XLA `GetShapeSize`: arrays by size, tuples by their index table only.
