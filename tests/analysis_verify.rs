@@ -59,7 +59,10 @@ fn wrong_dot_result_shape_names_both_shapes_and_the_line() {
     assert_eq!(declared, "f32[2,5]");
     assert_eq!(inferred, "f32[2,4]");
     let msg = e.to_string();
-    assert!(msg.contains("line 5") && msg.contains("f32[2,5]") && msg.contains("f32[2,4]"), "{msg}");
+    assert!(
+        msg.contains("line 5") && msg.contains("f32[2,5]") && msg.contains("f32[2,4]"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -86,7 +89,17 @@ fn dot_batch_size_mismatch() {
          ROOT d = f32[7,2,4] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, \
          lhs_contracting_dims={2}, rhs_contracting_dims={1}\n}\n",
     );
-    assert!(matches!(s, ShapeError::DotBatch { lhs_size: 7, rhs_size: 6, .. }), "{s:?}");
+    assert!(
+        matches!(
+            s,
+            ShapeError::DotBatch {
+                lhs_size: 7,
+                rhs_size: 6,
+                ..
+            }
+        ),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -95,7 +108,13 @@ fn reshape_with_a_different_element_count() {
         "HloModule m\nENTRY main {\n a = f32[2,3] parameter(0)\n ROOT r = f32[7] reshape(a)\n}\n",
     );
     assert_eq!(e.instruction, "r");
-    assert_eq!(s, ShapeError::ReshapeElementCount { operand: 6, result: 7 });
+    assert_eq!(
+        s,
+        ShapeError::ReshapeElementCount {
+            operand: 6,
+            result: 7
+        }
+    );
 }
 
 #[test]
@@ -143,7 +162,10 @@ fn get_tuple_element_of_an_array() {
         "HloModule m\nENTRY main {\n p = f32[2] parameter(0)\n \
          ROOT g = f32[2] get-tuple-element(p), index=0\n}\n",
     );
-    assert!(matches!(s, ShapeError::NotTuple { operand: 0, .. }), "{s:?}");
+    assert!(
+        matches!(s, ShapeError::NotTuple { operand: 0, .. }),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -195,8 +217,12 @@ fn grouped_convolution_is_accepted_and_wrong_spatial_size_is_caught() {
          ROOT c = f32[8,16,16,64] convolution(x, w), window={size=3x3 stride=2x2 pad=1_1x1_1}, \
          dim_labels=b01f_01io->b01f, feature_group_count=2\n}\n";
     assert!(verify_module(&parse(ok)).is_ok());
-    let (_, d, i) = mismatch(&ok.replace("f32[8,16,16,64] convolution", "f32[8,15,16,64] convolution"));
-    assert_eq!((d.as_str(), i.as_str()), ("f32[8,15,16,64]", "f32[8,16,16,64]"));
+    let (_, d, i) =
+        mismatch(&ok.replace("f32[8,16,16,64] convolution", "f32[8,15,16,64] convolution"));
+    assert_eq!(
+        (d.as_str(), i.as_str()),
+        ("f32[8,15,16,64]", "f32[8,16,16,64]")
+    );
 }
 
 #[test]
@@ -288,8 +314,12 @@ fn variadic_reduce_infers_a_tuple() {
          ENTRY main {\n v = f32[4,5] parameter(0)\n i = s32[4,5] parameter(1)\n z = f32[] constant(0)\n k = s32[] constant(0)\n \
          ROOT r = (f32[4], s32[4]) reduce(v, i, z, k), dimensions={1}, to_apply=am\n}\n";
     assert!(verify_module(&parse(text)).is_ok());
-    let (_, d, i) = mismatch(&text.replace("ROOT r = (f32[4], s32[4])", "ROOT r = (f32[4], f32[4])"));
-    assert_eq!((d.as_str(), i.as_str()), ("(f32[4], f32[4])", "(f32[4], s32[4])"));
+    let (_, d, i) =
+        mismatch(&text.replace("ROOT r = (f32[4], s32[4])", "ROOT r = (f32[4], f32[4])"));
+    assert_eq!(
+        (d.as_str(), i.as_str()),
+        ("(f32[4], f32[4])", "(f32[4], s32[4])")
+    );
 }
 
 #[test]
@@ -300,8 +330,14 @@ fn reduce_window_output_size_with_stride_padding_and_dilation() {
          ROOT r = f32[8,28,28,64] reduce-window(a, z), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=mx\n}\n";
     assert!(verify_module(&parse(text)).is_ok());
     // rhs_dilate=2 makes the 3-window span 5: (57 - 5) / 2 + 1 = 27.
-    let (_, d, i) = mismatch(&text.replace("pad=0_0x0_1x0_1x0_0}", "pad=0_0x0_1x0_1x0_0 rhs_dilate=1x2x1x1}"));
-    assert_eq!((d.as_str(), i.as_str()), ("f32[8,28,28,64]", "f32[8,27,28,64]"));
+    let (_, d, i) = mismatch(&text.replace(
+        "pad=0_0x0_1x0_1x0_0}",
+        "pad=0_0x0_1x0_1x0_0 rhs_dilate=1x2x1x1}",
+    ));
+    assert_eq!(
+        (d.as_str(), i.as_str()),
+        ("f32[8,28,28,64]", "f32[8,27,28,64]")
+    );
 }
 
 #[test]
@@ -360,7 +396,10 @@ fn dynamic_slice_size_exceeds_the_operand() {
         "HloModule m\nENTRY main {\n a = f32[4,8] parameter(0)\n i = s32[] parameter(1)\n \
          ROOT d = f32[5,8] dynamic-slice(a, i, i), dynamic_slice_sizes={5,8}\n}\n",
     );
-    assert!(matches!(&s, ShapeError::Invalid(m) if m.contains("exceeds")), "{s:?}");
+    assert!(
+        matches!(&s, ShapeError::Invalid(m) if m.contains("exceeds")),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -382,7 +421,10 @@ fn select_and_scatter_source_must_match_the_window() {
          ENTRY main {\n a = f32[8,8] parameter(0)\n s = f32[3,4] parameter(1)\n z = f32[] constant(0)\n \
          ROOT r = f32[8,8] select-and-scatter(a, s, z), window={size=2x2 stride=2x2}, select=ge, scatter=add\n}\n",
     );
-    assert!(matches!(&s, ShapeError::Invalid(m) if m.contains("f32[4,4]")), "{s:?}");
+    assert!(
+        matches!(&s, ShapeError::Invalid(m) if m.contains("f32[4,4]")),
+        "{s:?}"
+    );
 }
 
 #[test]
@@ -433,5 +475,8 @@ fn inference_of_batch_grouped_convolution() {
     assert_eq!(tpusim::analysis::error::shape_text(&s), "f32[4,6,6,8]");
     assert!(verify_module(&m).is_ok());
     let (_, s) = malformed(&text.replace("batch_group_count=4", "batch_group_count=3"));
-    assert!(matches!(&s, ShapeError::Conv(m) if m.contains("batch_group_count 3")), "{s:?}");
+    assert!(
+        matches!(&s, ShapeError::Conv(m) if m.contains("batch_group_count 3")),
+        "{s:?}"
+    );
 }

@@ -173,7 +173,11 @@ impl Sizer {
             ShapeSizeMode::Padded => a.padded_byte_size(),
         };
         // Dynamic shapes carry their runtime sizes: one s32 per dimension.
-        let meta = if a.dynamic_mask != 0 { 4 * a.rank() as u64 } else { 0 };
+        let meta = if a.dynamic_mask != 0 {
+            4 * a.rank() as u64
+        } else {
+            0
+        };
         (data + meta) as f64
     }
 
@@ -275,7 +279,11 @@ fn valid_positions(input: i64, kernel: i64, output: i64, w: &crate::ir::WindowDi
     for k in 0..kernel.max(0) {
         for o in 0..output.max(0) {
             let undilated = o * w.stride - w.pad_low + k * w.window_dilation;
-            let idx = if bd > 1 { undilated.div_euclid(bd) } else { undilated };
+            let idx = if bd > 1 {
+                undilated.div_euclid(bd)
+            } else {
+                undilated
+            };
             if idx * bd != undilated {
                 continue;
             }
@@ -324,7 +332,11 @@ impl<'m> CostAnalyzer<'m> {
         if let Some(Memo::Done(c)) = self.comps.get(id).copied() {
             return if bytes { c } else { c.compute_times(1.0) };
         }
-        let memo = if bytes { &self.comps } else { &self.comps_compute };
+        let memo = if bytes {
+            &self.comps
+        } else {
+            &self.comps_compute
+        };
         match memo.get(id).copied() {
             Some(Memo::Done(c)) => return c,
             Some(Memo::InProgress) | None => return Cost::default(),
@@ -581,7 +593,8 @@ impl<'m> CostAnalyzer<'m> {
                     + opshape(2).map(|s| self.size(s)).unwrap_or(0.0),
             ),
             O::While => {
-                self.called(instr, CallRole::Body, bytes) + self.called(instr, CallRole::Condition, bytes)
+                self.called(instr, CallRole::Body, bytes)
+                    + self.called(instr, CallRole::Condition, bytes)
             }
             O::Call => self.called(instr, CallRole::ToApply, bytes),
             O::AsyncStart => match instr.attrs.called.first() {
@@ -694,12 +707,7 @@ impl<'m> CostAnalyzer<'m> {
         count as f64
     }
 
-    fn scatter_cost(
-        &mut self,
-        instr: &Instruction,
-        ops: &[InstrId],
-        comp: &Computation,
-    ) -> Cost {
+    fn scatter_cost(&mut self, instr: &Instruction, ops: &[InstrId], comp: &Computation) -> Cost {
         let n = ops.len() / 2;
         let upd_bytes: f64 = (0..n)
             .filter_map(|i| ops.get(n + 1 + i))
@@ -762,7 +770,10 @@ impl<'m> CostAnalyzer<'m> {
                 let op = f.instr(i).opcode;
                 if op == Opcode::Gather {
                     let inner = f.instr(i);
-                    let idx = f.operand(i, 1).map(|x| self.size(&f.instr(x).shape)).unwrap_or(0.0);
+                    let idx = f
+                        .operand(i, 1)
+                        .map(|x| self.size(&f.instr(x).shape))
+                        .unwrap_or(0.0);
                     return Cost {
                         bytes_accessed: 2.0 * self.size(&inner.shape) + idx,
                         ..Default::default()
@@ -794,13 +805,16 @@ impl<'m> CostAnalyzer<'m> {
                     SmallVec::new()
                 };
                 for (k, e) in elems.iter().enumerate() {
-                    let special = root_ops.get(k).and_then(|&x| {
-                        if e.is_tuple() {
-                            None
-                        } else {
-                            dus_update(x)
-                        }
-                    });
+                    let special =
+                        root_ops.get(k).and_then(
+                            |&x| {
+                                if e.is_tuple() {
+                                    None
+                                } else {
+                                    dus_update(x)
+                                }
+                            },
+                        );
                     bytes += special.unwrap_or_else(|| self.leaf_size(e));
                 }
             }
@@ -846,7 +860,8 @@ impl<'m> CostAnalyzer<'m> {
                 for &k in &index {
                     let next = f.users(node).into_iter().find(|&u| {
                         let ui = f.instr(u);
-                        ui.opcode == Opcode::GetTupleElement && ui.attrs.tuple_index == Some(k as i64)
+                        ui.opcode == Opcode::GetTupleElement
+                            && ui.attrs.tuple_index == Some(k as i64)
                     });
                     if let Some(n) = next {
                         node = n;
@@ -870,7 +885,11 @@ impl<'m> CostAnalyzer<'m> {
             let ui = f.instr(u);
             match ui.opcode {
                 Opcode::Fusion => {
-                    if let Some(inner) = ui.attrs.called_with(CallRole::Calls).and_then(|c| self.comp_ref(c)) {
+                    if let Some(inner) = ui
+                        .attrs
+                        .called_with(CallRole::Calls)
+                        .and_then(|c| self.comp_ref(c))
+                    {
                         for (slot, o) in f.operands(u).into_iter().enumerate() {
                             if o == h {
                                 if let Some(&ip) = inner.params.get(slot) {

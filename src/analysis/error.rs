@@ -116,7 +116,10 @@ pub enum ShapeError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum VerifyErrorKind {
     /// The declared result shape differs from the inferred one (layouts ignored).
-    ShapeMismatch { declared: Shape, inferred: Shape },
+    ShapeMismatch {
+        declared: Box<Shape>,
+        inferred: Box<Shape>,
+    },
     /// The instruction is malformed: no shape can be inferred.
     Malformed(ShapeError),
     /// A structural problem of the computation (root, parameters, callers).

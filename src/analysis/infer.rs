@@ -492,14 +492,21 @@ impl<'a> Cx<'a> {
             O::TopK => {
                 self.count(1)?;
                 let a = self.arr(0)?;
-                let k = self.instr.attrs.k.ok_or(ShapeError::MissingAttribute("k"))?;
+                let k = self
+                    .instr
+                    .attrs
+                    .k
+                    .ok_or(ShapeError::MissingAttribute("k"))?;
                 if a.rank() == 0 {
                     return invalid("topk needs an operand of rank >= 1");
                 }
                 let mut dims = a.dims.clone();
                 let last = dims.len() - 1;
                 if k < 0 || k > dims[last] {
-                    return invalid(format!("topk: k={k} exceeds the last dimension {}", dims[last]));
+                    return invalid(format!(
+                        "topk: k={k} exceeds the last dimension {}",
+                        dims[last]
+                    ));
                 }
                 dims[last] = k;
                 Shape::Tuple(vec![
@@ -789,9 +796,7 @@ impl<'a> Cx<'a> {
             }
             let ratio = (wo / wi) as i64;
             match a.dims.last() {
-                Some(&l) if l == ratio => {
-                    Ok(array(d.element_type, &a.dims[..a.dims.len() - 1]))
-                }
+                Some(&l) if l == ratio => Ok(array(d.element_type, &a.dims[..a.dims.len() - 1])),
                 _ => invalid(format!(
                     "bitcast-convert to a {wo}-bit type needs a minor dimension of size {ratio}"
                 )),
@@ -924,7 +929,11 @@ impl<'a> Cx<'a> {
         self.at_least(3)?;
         let a = self.arr(0)?;
         let u = self.arr(1)?;
-        self.same_type("dynamic-update-slice update", a.element_type, u.element_type)?;
+        self.same_type(
+            "dynamic-update-slice update",
+            a.element_type,
+            u.element_type,
+        )?;
         if u.rank() != a.rank() {
             return invalid(format!(
                 "update rank {} differs from operand rank {}",
@@ -991,7 +1000,11 @@ impl<'a> Cx<'a> {
             let b = self.arr(i)?;
             self.same_type("concatenate operand", a.element_type, b.element_type)?;
             if b.rank() != a.rank()
-                || b.dims.iter().zip(a.dims.iter()).enumerate().any(|(k, (x, y))| k != cd && x != y)
+                || b.dims
+                    .iter()
+                    .zip(a.dims.iter())
+                    .enumerate()
+                    .any(|(k, (x, y))| k != cd && x != y)
             {
                 return Err(ShapeError::OperandDims {
                     lhs: shape_text(self.op(0)?),
@@ -1046,10 +1059,22 @@ impl<'a> Cx<'a> {
                 ));
             }
         }
-        check_unique("gather collapsed_slice_dims", &g.collapsed_slice_dims, a.rank())?;
-        check_unique("gather operand_batching_dims", &g.operand_batching_dims, a.rank())?;
+        check_unique(
+            "gather collapsed_slice_dims",
+            &g.collapsed_slice_dims,
+            a.rank(),
+        )?;
+        check_unique(
+            "gather operand_batching_dims",
+            &g.operand_batching_dims,
+            a.rank(),
+        )?;
         check_unique("gather start_index_map", &g.start_index_map, a.rank())?;
-        for &c in g.collapsed_slice_dims.iter().chain(g.operand_batching_dims.iter()) {
+        for &c in g
+            .collapsed_slice_dims
+            .iter()
+            .chain(g.operand_batching_dims.iter())
+        {
             if g.slice_sizes[c as usize] > 1 {
                 return invalid(format!(
                     "gather: collapsed dimension {c} must have slice size 0 or 1"
@@ -1150,7 +1175,11 @@ impl<'a> Cx<'a> {
                     sd.update_window_dims.len()
                 ));
             }
-            check_unique("scatter update_window_dims", &sd.update_window_dims, u.rank())?;
+            check_unique(
+                "scatter update_window_dims",
+                &sd.update_window_dims,
+                u.rank(),
+            )?;
             out.push(array(a.element_type, &a.dims));
         }
         for i in 0..n {
@@ -1166,7 +1195,7 @@ impl<'a> Cx<'a> {
 
     fn reduce(&self) -> R<Shape> {
         self.at_least(2)?;
-        if self.ops.len() % 2 != 0 {
+        if !self.ops.len().is_multiple_of(2) {
             return Err(ShapeError::OperandCount {
                 expected: "an even number (N inputs, N init values)".into(),
                 found: self.ops.len(),
@@ -1244,12 +1273,18 @@ impl<'a> Cx<'a> {
     }
 
     fn window(&self) -> R<Window> {
-        Ok(self.instr.attrs.window.as_deref().cloned().unwrap_or_default())
+        Ok(self
+            .instr
+            .attrs
+            .window
+            .as_deref()
+            .cloned()
+            .unwrap_or_default())
     }
 
     fn reduce_window(&self) -> R<Shape> {
         self.at_least(2)?;
-        if self.ops.len() % 2 != 0 {
+        if !self.ops.len().is_multiple_of(2) {
             return Err(ShapeError::OperandCount {
                 expected: "an even number (N inputs, N init values)".into(),
                 found: self.ops.len(),
@@ -1300,7 +1335,11 @@ impl<'a> Cx<'a> {
         if init.rank() != 0 {
             return invalid("select-and-scatter init value must be a scalar");
         }
-        self.same_type("select-and-scatter source", src.element_type, init.element_type)?;
+        self.same_type(
+            "select-and-scatter source",
+            src.element_type,
+            init.element_type,
+        )?;
         let sel = self.called(CallRole::Select, "select")?;
         let et = array(a.element_type, &[]);
         self.check_params(sel, &[et.clone(), et])?;
@@ -1485,7 +1524,9 @@ impl<'a> Cx<'a> {
             .as_deref()
             .ok_or(ShapeError::MissingAttribute("fft_type"))?;
         if len.is_empty() || len.len() > 3 || len.len() > a.rank() {
-            return invalid(format!("fft_length must have 1..3 entries ≤ rank, found {len:?}"));
+            return invalid(format!(
+                "fft_length must have 1..3 entries ≤ rank, found {len:?}"
+            ));
         }
         let r = a.rank();
         let tail = r - len.len();
@@ -1498,8 +1539,9 @@ impl<'a> Cx<'a> {
                 Ok(array(a.element_type, &dims))
             }
             "RFFT" => {
-                let t = complex_type(a.element_type)
-                    .ok_or_else(|| ShapeError::Invalid("RFFT needs an f32 or f64 operand".into()))?;
+                let t = complex_type(a.element_type).ok_or_else(|| {
+                    ShapeError::Invalid("RFFT needs an f32 or f64 operand".into())
+                })?;
                 if a.dims[tail..] != len[..] {
                     return invalid("RFFT: fft_length differs from the operand's minor dimensions");
                 }
@@ -1583,7 +1625,9 @@ impl<'a> Cx<'a> {
         } else {
             branches
         };
-        if p.rank() != 0 || !(p.element_type == PrimitiveType::Pred || p.element_type == PrimitiveType::S32) {
+        if p.rank() != 0
+            || !(p.element_type == PrimitiveType::Pred || p.element_type == PrimitiveType::S32)
+        {
             return invalid(format!(
                 "the branch selector must be pred[] or s32[], found {}",
                 shape_text(self.op(0)?)

@@ -15,8 +15,8 @@ pub mod report;
 pub mod verify;
 
 pub use cost::{
-    analyze_module, analyze_module_with, module_cost, Cost, CostAnalyzer, CostOptions,
-    CostReport, InstrCost, ShapeSizeMode,
+    analyze_module, analyze_module_with, module_cost, Cost, CostAnalyzer, CostOptions, CostReport,
+    InstrCost, ShapeSizeMode,
 };
 pub use error::{ShapeError, VerifyError, VerifyErrorKind};
 pub use infer::infer_shape;

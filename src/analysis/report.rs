@@ -31,7 +31,7 @@ fn pct(v: f64, total: f64) -> String {
     }
 }
 
-fn top<'a>(rows: &'a [InstrCost], n: usize, key: impl Fn(&InstrCost) -> f64) -> Vec<&'a InstrCost> {
+fn top(rows: &[InstrCost], n: usize, key: impl Fn(&InstrCost) -> f64) -> Vec<&InstrCost> {
     let mut v: Vec<(usize, &InstrCost)> = rows
         .iter()
         .enumerate()
@@ -46,7 +46,12 @@ fn top<'a>(rows: &'a [InstrCost], n: usize, key: impl Fn(&InstrCost) -> f64) -> 
 pub fn render_report(r: &CostReport, top_n: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "module totals (entry computation, callees folded in)");
-    let _ = writeln!(s, "  flops            {:>12}  ({:.0})", si(r.flops), r.flops);
+    let _ = writeln!(
+        s,
+        "  flops            {:>12}  ({:.0})",
+        si(r.flops),
+        r.flops
+    );
     let _ = writeln!(
         s,
         "  transcendentals  {:>12}  ({:.0})",
@@ -60,7 +65,8 @@ pub fn render_report(r: &CostReport, top_n: usize) -> String {
         r.bytes_accessed
     );
     let _ = writeln!(s, "  instructions     {:>12}", r.instructions.len());
-    let sections: [(&str, fn(&InstrCost) -> f64, f64); 2] = [
+    type Key = fn(&InstrCost) -> f64;
+    let sections: [(&str, Key, f64); 2] = [
         ("flops", |x| x.flops, r.flops),
         ("bytes accessed", |x| x.bytes_accessed, r.bytes_accessed),
     ];

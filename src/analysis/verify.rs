@@ -121,8 +121,8 @@ pub fn verify_computation(m: &Module, comp: &Computation, errors: &mut Vec<Verif
                         comp,
                         id,
                         VerifyErrorKind::ShapeMismatch {
-                            declared: instr.shape.clone(),
-                            inferred,
+                            declared: Box::new(instr.shape.clone()),
+                            inferred: Box::new(inferred),
                         },
                     ));
                 }
