@@ -5,6 +5,7 @@
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
+pub mod analysis;
 pub mod cli;
 pub mod dataset;
 pub mod eval;
