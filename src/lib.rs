@@ -7,3 +7,4 @@
 
 pub mod hlo;
 pub mod ir;
+pub mod passes;
