@@ -7,7 +7,6 @@
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use petgraph::visit::NodeIndexable;
-use std::collections::HashSet;
 
 use super::config::NodeTable;
 use super::error::CompileError;
@@ -158,7 +157,7 @@ impl std::hash::Hasher for FxHasher {
         if !rest.is_empty() {
             let mut w = [0u8; 8];
             w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w) ^ (rest.len() as u64) << 56);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56));
         }
     }
     fn write_u64(&mut self, i: u64) {
@@ -185,55 +184,54 @@ impl FxHasher {
 /// Build-hasher for [`FxHasher`].
 pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
 
-fn fx_str(s: &str) -> u64 {
-    use std::hash::Hasher;
-    let mut h = FxHasher::default();
-    h.write(s.as_bytes());
-    h.finish()
+/// Hands out names that cannot clash with the input's or with each other, without a
+/// name table: every fresh name is `base.N` with N taken from one counter that starts
+/// above every numeric `.N` suffix of the input's instruction and computation names.
+/// An input name ends in a smaller number (or in no number), and two fresh names differ
+/// in N.
+pub(crate) struct Namer<'a> {
+    next: u64,
+    _m: std::marker::PhantomData<&'a Module>,
 }
 
-/// Hands out module-unique names. Names are tracked by hash: a collision can only make
-/// a fresh name skip a number, never produce a duplicate.
-pub(crate) struct Namer<'a> {
-    used: HashSet<u64, FxBuild>,
-    counters: std::collections::HashMap<u64, u64, FxBuild>,
-    buf: String,
-    _m: std::marker::PhantomData<&'a Module>,
+fn numeric_suffix(name: &str) -> u64 {
+    match name.rfind('.') {
+        Some(p) => {
+            let t = &name[p + 1..];
+            if !t.is_empty() && t.len() <= 18 && t.bytes().all(|b| b.is_ascii_digit()) {
+                t.parse().unwrap_or(0)
+            } else {
+                0
+            }
+        }
+        None => 0,
+    }
 }
 
 impl<'a> Namer<'a> {
     fn new(m: &'a Module) -> Self {
-        let mut used = HashSet::with_capacity_and_hasher(
-            2 * (m.instruction_count() + m.computations.len()) + 64,
-            FxBuild::default(),
-        );
+        let mut max = 0u64;
         for c in m.computations.values() {
-            used.insert(fx_str(&c.name));
+            max = max.max(numeric_suffix(&c.name));
             for &id in &c.order {
-                used.insert(fx_str(&c.instr(id).name));
+                max = max.max(numeric_suffix(&c.instr(id).name));
             }
         }
         Namer {
-            used,
-            counters: Default::default(),
-            buf: String::new(),
+            next: max.saturating_add(1),
             _m: std::marker::PhantomData,
         }
     }
 
-    /// A fresh name `base.N` (N counting up per base) not used anywhere.
+    /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> String {
         use std::fmt::Write;
-        let k = self.counters.entry(fx_str(base)).or_insert(0);
-        loop {
-            *k += 1;
-            self.buf.clear();
-            self.buf.push_str(base);
-            let _ = write!(self.buf, ".{k}");
-            if self.used.insert(fx_str(&self.buf)) {
-                return self.buf.clone();
-            }
-        }
+        let k = self.next;
+        self.next += 1;
+        let mut s = String::with_capacity(base.len() + 7);
+        s.push_str(base);
+        let _ = write!(s, ".{k}");
+        s
     }
 }
 

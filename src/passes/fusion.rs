@@ -221,7 +221,7 @@ fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
 }
 
 enum Verdict {
-    Fuse { reused: bool, dup: bool },
+    Fuse { reused: bool },
     No,
     /// A forced (override) fusion broke a hard rule.
     Refused(&'static str),
@@ -230,23 +230,45 @@ enum Verdict {
 struct Group {
     root: u32,
     members: Vec<u32>,
-    /// Parallel to `members`: is the member's value re-read on its way to the root?
-    reused: Vec<bool>,
+    /// Distinct operands of members that are not members, in discovery order.
     inputs: Vec<u32>,
     mxu: u32,
     reductions: u32,
 }
 
+/// Fusion state. Only one fusion grows at a time (the *current* one); its members and
+/// inputs are marked with the current stamp so membership tests are O(1). `ext[x]`
+/// counts the kernels (standalone instructions or fusions) that read x's standalone
+/// value: x stays standalone while it is positive.
 struct Fuser<'f, 'a, 'c> {
     fc: &'f FComp<'a>,
     cfg: &'c ResolvedConfig,
     pos: Vec<u32>,
     standalone: Vec<bool>,
-    groups_of: Vec<SmallVec<[u32; 2]>>,
     own_group: Vec<u32>,
     groups: Vec<Group>,
     tried: Vec<u32>,
     notes: Vec<String>,
+    /// Recycled group buffers.
+    pool: Vec<Group>,
+    /// Is the node's value re-read on its way to the root of the fusion being grown?
+    reused: Vec<bool>,
+    ext: Vec<u32>,
+    /// Number of fusions holding a clone of the node.
+    clones: Vec<u32>,
+    member: Vec<u32>,
+    input: Vec<u32>,
+    stamp: u32,
+}
+
+fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
+    let mut v: SmallVec<[u32; 4]> = SmallVec::new();
+    for &o in ops {
+        if !v.contains(&o) {
+            v.push(o);
+        }
+    }
+    v
 }
 
 impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
@@ -254,33 +276,52 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         &self.fc.nodes[x as usize]
     }
 
-    fn in_group(&self, x: u32, g: u32) -> bool {
-        self.groups_of[x as usize].contains(&g)
+    fn is_member(&self, x: u32) -> bool {
+        self.member[x as usize] == self.stamp
     }
 
-    fn alive(&self, g: u32) -> bool {
-        self.standalone[self.groups[g as usize].root as usize]
+    fn is_input(&self, x: u32) -> bool {
+        self.input[x as usize] == self.stamp
+    }
+
+    /// Make `g` the current fusion.
+    fn activate(&mut self, g: u32) {
+        self.stamp += 1;
+        let s = self.stamp;
+        let gr = &self.groups[g as usize];
+        for &m in &gr.members {
+            self.member[m as usize] = s;
+        }
+        for &i in &gr.inputs {
+            self.input[i as usize] = s;
+        }
     }
 
     fn new_group(&mut self, root: u32) -> u32 {
-        let n = self.node(root);
+        let n = &self.fc.nodes[root as usize];
         let g = self.groups.len() as u32;
-        let mut inputs: Vec<u32> = Vec::new();
+        let mut gr = self.pool.pop().unwrap_or(Group {
+            root,
+            members: Vec::new(),
+            inputs: Vec::new(),
+            mxu: 0,
+            reductions: 0,
+        });
+        gr.root = root;
+        gr.members.clear();
+        gr.members.push(root);
+        gr.inputs.clear();
         for &o in &n.operands {
-            if !inputs.contains(&o) {
-                inputs.push(o);
+            if !gr.inputs.contains(&o) {
+                gr.inputs.push(o);
             }
         }
-        self.groups.push(Group {
-            root,
-            members: vec![root],
-            reused: vec![false],
-            inputs,
-            mxu: is_mxu(n.opcode) as u32,
-            reductions: is_reduction_hero(n.opcode) as u32,
-        });
-        self.groups_of[root as usize].push(g);
+        gr.mxu = is_mxu(n.opcode) as u32;
+        gr.reductions = is_reduction_hero(n.opcode) as u32;
+        self.groups.push(gr);
+        self.reused[root as usize] = false;
         self.own_group[root as usize] = g;
+        self.activate(g);
         g
     }
 
@@ -292,52 +333,46 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         po != NONE && co != NONE && set.contains(&(po as usize, co as usize))
     }
 
-    /// Inputs of `g` after absorbing `p`.
+    /// Inputs of the current fusion `g` after absorbing producer `p`.
     fn inputs_after(&self, g: u32, p: u32) -> usize {
-        let gr = &self.groups[g as usize];
-        let mut n = gr.inputs.len() - gr.inputs.contains(&p) as usize;
-        let mut seen: SmallVec<[u32; 4]> = SmallVec::new();
-        for &o in &self.node(p).operands {
-            if !self.in_group(o, g) && !gr.inputs.contains(&o) && !seen.contains(&o) {
-                seen.push(o);
+        let mut n = self.groups[g as usize].inputs.len() - self.is_input(p) as usize;
+        for o in distinct(&self.node(p).operands) {
+            if !self.is_member(o) && !self.is_input(o) {
                 n += 1;
             }
         }
         n
     }
 
-    /// Would `p` still be needed outside after being fused into `g`?
-    fn needed_outside(&self, p: u32, g: u32) -> bool {
-        for &u in &self.node(p).users {
-            if self.standalone[u as usize] && self.own_group[u as usize] == NONE {
-                return true;
-            }
-            for &h in &self.groups_of[u as usize] {
-                if h != g && self.alive(h) && !self.in_group(p, h) {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
-    fn add_member(&mut self, g: u32, p: u32, reused: bool, dup: bool) {
-        let ops = self.node(p).operands.clone();
+    /// Absorb producer `p` into the current fusion `g`.
+    fn add_member(&mut self, g: u32, p: u32, reused: bool) {
         let gi = g as usize;
-        self.groups[gi].inputs.retain(|&x| x != p);
-        for o in ops {
-            if !self.in_group(o, g) && !self.groups[gi].inputs.contains(&o) {
-                self.groups[gi].inputs.push(o);
-            }
+        if self.is_input(p) {
+            self.groups[gi].inputs.retain(|&x| x != p);
+            self.input[p as usize] = 0;
+            self.ext[p as usize] -= 1;
         }
+        self.member[p as usize] = self.stamp;
         self.groups[gi].members.push(p);
-        self.groups[gi].reused.push(reused);
+        self.reused[p as usize] = reused;
+        self.clones[p as usize] += 1;
         let op = self.node(p).opcode;
         self.groups[gi].mxu += is_mxu(op) as u32;
         self.groups[gi].reductions += is_reduction_hero(op) as u32;
-        self.groups_of[p as usize].push(g);
-        if !dup {
+        let ops = distinct(&self.node(p).operands);
+        for &o in &ops {
+            if !self.is_member(o) && !self.is_input(o) {
+                self.groups[gi].inputs.push(o);
+                self.input[o as usize] = self.stamp;
+                self.ext[o as usize] += 1;
+            }
+        }
+        if self.ext[p as usize] == 0 {
+            // Nobody reads the standalone producer any more.
             self.standalone[p as usize] = false;
+            for &o in &ops {
+                self.ext[o as usize] -= 1;
+            }
         }
     }
 
@@ -346,14 +381,14 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn output_fusions(&mut self) {
         let order = self.fc.order.clone();
         for &h in &order {
-            if !is_mxu(self.node(h).opcode) || !self.standalone[h as usize] || !self.groups_of[h as usize].is_empty() {
+            if !is_mxu(self.node(h).opcode) || !self.standalone[h as usize] || self.own_group[h as usize] != NONE {
                 continue;
             }
             let g = self.new_group(h);
             let mut cur = h;
             loop {
                 let users = &self.node(cur).users;
-                if users.len() != 1 || cur == self.fc.root {
+                if users.len() != 1 || cur == self.fc.root || self.ext[cur as usize] != 1 {
                     break;
                 }
                 let u = users[0];
@@ -362,27 +397,35 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     || un.opcode == Opcode::Bitcast;
                 if !epilogue
                     || !self.standalone[u as usize]
-                    || !self.groups_of[u as usize].is_empty()
+                    || self.own_group[u as usize] != NONE
+                    || self.clones[u as usize] != 0
                     || un.shape.as_array().is_none()
                     || self.edge_flag(&self.cfg.no_fuse, cur, u)
                 {
                     break;
                 }
-                if self.inputs_after_consumer(g, u) + 1 > MAX_OPERANDS_AND_OUTPUTS {
-                    break;
-                }
-                // Absorb the consumer: it becomes the root.
-                let gi = g as usize;
-                let ops = self.node(u).operands.clone();
-                for o in ops {
-                    if !self.in_group(o, g) && !self.groups[gi].inputs.contains(&o) {
-                        self.groups[gi].inputs.push(o);
+                let mut n_inputs = self.groups[g as usize].inputs.len();
+                for o in distinct(&un.operands) {
+                    if o != cur && !self.is_member(o) && !self.is_input(o) {
+                        n_inputs += 1;
                     }
                 }
-                self.groups[gi].inputs.retain(|&x| x != cur);
+                if n_inputs + 1 > MAX_OPERANDS_AND_OUTPUTS {
+                    break;
+                }
+                // Merge the consumer's kernel into the fusion: it becomes the root.
+                let gi = g as usize;
+                for o in distinct(&self.node(u).operands) {
+                    if o == cur || self.is_member(o) || self.is_input(o) {
+                        self.ext[o as usize] -= 1;
+                    } else {
+                        self.groups[gi].inputs.push(o);
+                        self.input[o as usize] = self.stamp;
+                    }
+                }
+                self.member[u as usize] = self.stamp;
                 self.groups[gi].members.push(u);
-                self.groups[gi].reused.push(false);
-                self.groups_of[u as usize].push(g);
+                self.reused[u as usize] = false;
                 self.own_group[cur as usize] = NONE;
                 self.own_group[u as usize] = g;
                 self.standalone[cur as usize] = false;
@@ -392,19 +435,6 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         }
     }
 
-    fn inputs_after_consumer(&self, g: u32, u: u32) -> usize {
-        let gr = &self.groups[g as usize];
-        let mut n = gr.inputs.len();
-        let mut seen: SmallVec<[u32; 4]> = SmallVec::new();
-        for &o in &self.node(u).operands {
-            if !self.in_group(o, g) && !gr.inputs.contains(&o) && !seen.contains(&o) {
-                seen.push(o);
-                n += 1;
-            }
-        }
-        n
-    }
-
     /// Decide whether `p` may join group `g`.
     fn decide(&self, g: u32, p: u32) -> Verdict {
         let fc = self.fc;
@@ -412,10 +442,12 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let gr = &self.groups[g as usize];
         // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
-        for (k, &m) in gr.members.iter().enumerate() {
-            for (slot, &o) in self.node(m).operands.iter().enumerate() {
-                if o == p {
-                    readers.push((k as u32, slot));
+        for &u in &pn.users {
+            if self.is_member(u) {
+                for (slot, &o) in self.node(u).operands.iter().enumerate() {
+                    if o == p {
+                        readers.push((u, slot));
+                    }
                 }
             }
         }
@@ -423,8 +455,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             return Verdict::No;
         }
         let mut forced = false;
-        for &(k, _) in &readers {
-            let m = gr.members[k as usize];
+        for &(m, _) in &readers {
             if self.edge_flag(&self.cfg.no_fuse, p, m) {
                 return Verdict::No;
             }
@@ -445,8 +476,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if is_mxu(pn.opcode) && gr.mxu > 0 {
             return hard("a fusion holds one dot/convolution");
         }
-        for &(k, slot) in &readers {
-            let m = self.node(gr.members[k as usize]);
+        for &(m, slot) in &readers {
+            let m = self.node(m);
             let in_place = match m.opcode {
                 Opcode::DynamicUpdateSlice => slot == 0,
                 Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
@@ -461,10 +492,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         }
         let reused = readers
             .iter()
-            .any(|&(k, slot)| gr.reused[k as usize] || reuses(self.node(gr.members[k as usize]), slot));
-        let dup = self.needed_outside(p, g);
+            .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
+        let dup = self.ext[p as usize] > self.is_input(p) as u32;
         if forced {
-            return Verdict::Fuse { reused, dup };
+            return Verdict::Fuse { reused };
         }
         // Heuristics.
         let expensive = is_expensive(pn);
@@ -499,43 +530,46 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
             let exempt = matches!(pn.opcode, Opcode::Broadcast | Opcode::Constant | Opcode::Iota);
-            if !exempt && self.groups_of[p as usize].len() >= MAX_DUPLICATION {
+            if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
                 return Verdict::No;
             }
         }
-        Verdict::Fuse { reused, dup }
+        Verdict::Fuse { reused }
     }
 
     /// Phase 2: grow fusions from consumers, root first.
     fn producer_consumer(&mut self) {
         let order = self.fc.order.clone();
+        let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::new();
+        let mut stamp = 0u32;
         for &x in order.iter().rev() {
             if !self.standalone[x as usize] || !consumer_ok(self.fc, x) {
                 continue;
             }
-            let g = match self.own_group[x as usize] {
-                NONE => {
-                    if self.node(x).opcode == Opcode::Bitcast {
-                        continue;
-                    }
-                    self.new_group(x)
-                }
-                g => g,
+            let fresh = self.own_group[x as usize] == NONE;
+            if fresh && self.node(x).opcode == Opcode::Bitcast {
+                continue;
+            }
+            let g = if fresh {
+                self.new_group(x)
+            } else {
+                let g = self.own_group[x as usize];
+                self.activate(g);
+                g
             };
-            let stamp = g + 1;
-            let mut heap: BinaryHeap<(u32, u32)> = self.groups[g as usize]
-                .inputs
-                .iter()
-                .map(|&o| (self.pos[o as usize], o))
-                .collect();
+            stamp += 1;
+            heap.clear();
+            for &o in &self.groups[g as usize].inputs {
+                heap.push((self.pos[o as usize], o));
+            }
             while let Some((_, p)) = heap.pop() {
-                if self.tried[p as usize] == stamp || !self.standalone[p as usize] || self.in_group(p, g) {
+                if self.tried[p as usize] == stamp || !self.standalone[p as usize] || self.is_member(p) {
                     continue;
                 }
                 self.tried[p as usize] = stamp;
                 match self.decide(g, p) {
-                    Verdict::Fuse { reused, dup } => {
-                        self.add_member(g, p, reused, dup);
+                    Verdict::Fuse { reused } => {
+                        self.add_member(g, p, reused);
                         for &o in &self.fc.nodes[p as usize].operands {
                             heap.push((self.pos[o as usize], o));
                         }
@@ -550,6 +584,31 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     }
                     Verdict::No => {}
                 }
+            }
+            // Scalar constants join fusions that exist (XLA fuses them last).
+            if self.groups[g as usize].members.len() > 1 && self.cfg.policy != FusionPolicy::None {
+                let consts: SmallVec<[u32; 4]> = self.groups[g as usize]
+                    .inputs
+                    .iter()
+                    .copied()
+                    .filter(|&o| {
+                        let on = self.node(o);
+                        on.opcode == Opcode::Constant && on.shape.element_count() <= 1 && self.standalone[o as usize]
+                    })
+                    .collect();
+                for c in consts {
+                    if let Verdict::Fuse { reused } = self.decide(g, c) {
+                        self.add_member(g, c, reused);
+                    }
+                }
+            }
+            let gr = &self.groups[g as usize];
+            if fresh && gr.members.len() == 1 && gr.mxu == 0 {
+                // Nothing fused: forget the trivial group, recycle its buffers.
+                if let Some(gr) = self.groups.pop() {
+                    self.pool.push(gr);
+                }
+                self.own_group[x as usize] = NONE;
             }
         }
     }
@@ -569,12 +628,24 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         cfg,
         pos,
         standalone,
-        groups_of: vec![SmallVec::new(); n],
         own_group: vec![NONE; n],
         groups: Vec::new(),
         tried: vec![0; n],
         notes: Vec::new(),
+        pool: Vec::new(),
+        reused: vec![false; n],
+        ext: vec![0; n],
+        clones: vec![0; n],
+        member: vec![0; n],
+        input: vec![0; n],
+        stamp: 0,
     };
+    for &x in &fc.order {
+        for o in distinct(&fc.nodes[x as usize].operands) {
+            f.ext[o as usize] += 1;
+        }
+    }
+    f.ext[fc.root as usize] += 1;
     if cfg.policy != FusionPolicy::None {
         f.output_fusions();
     }

@@ -5,22 +5,25 @@ use serde::{Deserialize, Serialize};
 
 use super::config::TileBounds;
 use super::tiling;
-use crate::ir::{ArrayShape, CompId, FusionKind, InstrId, Opcode};
+use smallvec::SmallVec;
+
+use crate::ir::{ArrayShape, CompId, FusionKind, InstrId, Opcode, PrimitiveType};
 
 /// A tensor as stored: logical dims plus physical layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhysicalShape {
-    /// Element type name (`f32`, `bf16`, ...).
-    pub element_type: String,
+    /// Element type (serialized by name: `f32`, `bf16`, ...).
+    #[serde(with = "type_name")]
+    pub element_type: PrimitiveType,
     /// Bits per element (pred = 8).
     pub element_bits: u32,
     /// Logical dims.
-    pub dims: Vec<i64>,
-    pub minor_to_major: Vec<i64>,
+    pub dims: SmallVec<[i64; 6]>,
+    pub minor_to_major: SmallVec<[i64; 6]>,
     /// Tiles, outermost first (`T(8,128)(2,1)` = `[[8,128],[2,1]]`).
-    pub tiles: Vec<Vec<i64>>,
+    pub tiles: SmallVec<[SmallVec<[i64; 2]>; 2]>,
     /// Dims in physical order, major → minor.
-    pub physical_dims: Vec<i64>,
+    pub physical_dims: SmallVec<[i64; 6]>,
     /// Bytes including tile padding (XLA `ArraySize`).
     pub bytes: u64,
 }
@@ -30,19 +33,19 @@ impl PhysicalShape {
     pub fn of(a: &ArrayShape) -> Self {
         let m2m = a.minor_to_major();
         let bits = match a.element_type {
-            crate::ir::PrimitiveType::Pred => 8,
+            PrimitiveType::Pred => 8,
             t => t.bit_width(),
         };
         PhysicalShape {
-            element_type: a.element_type.name().to_string(),
+            element_type: a.element_type,
             element_bits: bits,
-            dims: a.dims.to_vec(),
-            physical_dims: tiling::physical_dims(&a.dims, &m2m).to_vec(),
-            minor_to_major: m2m.to_vec(),
+            dims: a.dims.clone(),
+            physical_dims: tiling::physical_dims(&a.dims, &m2m),
+            minor_to_major: m2m,
             tiles: a
                 .layout
                 .as_ref()
-                .map(|l| l.tiles.iter().map(|t| t.dims.to_vec()).collect())
+                .map(|l| l.tiles.iter().map(|t| t.dims.iter().copied().collect()).collect())
                 .unwrap_or_default(),
             bytes: a.padded_byte_size(),
         }
@@ -157,6 +160,20 @@ impl Kernel {
     /// The kernel's instruction id in `computation`.
     pub fn instr_id(&self) -> InstrId {
         NodeIndex::new(self.instruction as usize)
+    }
+}
+
+mod type_name {
+    use crate::ir::PrimitiveType;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &PrimitiveType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PrimitiveType, D::Error> {
+        let s = String::deserialize(d)?;
+        PrimitiveType::from_name(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown element type '{s}'")))
     }
 }
 

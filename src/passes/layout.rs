@@ -27,7 +27,7 @@ use smallvec::SmallVec;
 use std::collections::HashMap;
 
 use super::config::ResolvedConfig;
-use super::flat::{FComp, FNode, Flat, Namer, NONE};
+use super::flat::{FComp, FNode, Flat, FxBuild, Namer, NONE};
 use super::tiling::{self, row_major};
 use crate::ir::{ArrayShape, CallRole, CompId, Dims, Opcode, Shape};
 
@@ -87,7 +87,17 @@ fn default_leaves(s: &Shape) -> Leaves {
 
 /// Leaves of a shape as written (row-major where the text has none).
 fn written_leaves(s: &Shape) -> Leaves {
-    leaf_shapes(s).iter().map(|a| a.minor_to_major()).collect()
+    leaf_shapes(s)
+        .iter()
+        .map(|a| {
+            let m = a.minor_to_major();
+            if tiling::is_permutation(&m, a.rank()) {
+                m
+            } else {
+                row_major(a.rank())
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +155,7 @@ struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
     lay: Vec<SmallVec<[Option<Dims>; 1]>>,
     /// (user, slot) → required operand leaves.
-    reqs: HashMap<(u32, u32), Leaves>,
+    reqs: HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<Leaves>,
     stack: Vec<u32>,
     body_link: bool,
@@ -169,7 +179,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
     fn set(&mut self, x: u32, leaf: usize, m2m: &[i64]) {
         let Some(rank) = self.leaf_rank(x, leaf) else { return };
-        if !tiling::is_permutation(m2m, rank) {
+        if m2m.len() != rank {
             return;
         }
         if let Some(slot) = self.lay.get_mut(x as usize).and_then(|v| v.get_mut(leaf)) {
@@ -622,7 +632,7 @@ fn solve_comp(
     let mut s = Solver {
         fc,
         lay,
-        reqs: HashMap::new(),
+        reqs: HashMap::default(),
         root_req: None,
         stack: Vec::new(),
         body_link: matches!(role, Role::Body) && param0 != NONE,
@@ -840,6 +850,35 @@ fn solve_comp(
     for (n, l) in fc.nodes.iter_mut().zip(lay) {
         n.layouts = l.into_iter().map(|x| x.unwrap_or_default()).collect();
     }
+    // A tuple has no buffer of its own here: its leaves are its operands'.
+    for k in 0..fc.order.len() {
+        let x = fc.order[k] as usize;
+        match fc.nodes[x].opcode {
+            Opcode::Tuple => {
+                let l: Leaves = fc.nodes[x]
+                    .operands
+                    .iter()
+                    .flat_map(|&o| fc.nodes[o as usize].layouts.iter().cloned())
+                    .collect();
+                if l.len() == fc.nodes[x].layouts.len() {
+                    fc.nodes[x].layouts = l;
+                }
+            }
+            Opcode::GetTupleElement => {
+                let n = &fc.nodes[x];
+                let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(n.tuple_index);
+                let Some(&o) = n.operands.first() else { continue };
+                let on = &fc.nodes[o as usize];
+                if let Some((start, len)) = usize::try_from(idx).ok().and_then(|k| elem_range(&on.shape, k)) {
+                    if let Some(l) = on.layouts.get(start..start + len) {
+                        let l: Leaves = l.iter().cloned().collect();
+                        fc.nodes[x].layouts = l;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
     let mut stats = LayoutStats::default();
     insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
     to_bitcasts(fc, &mut stats);
@@ -855,7 +894,7 @@ fn solve_comp(
 }
 
 /// The layout a use requires of operand `slot` of `u`, if any.
-fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves>, u: u32, slot: usize) -> Option<Leaves> {
+fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<Leaves> {
     if let Some(r) = reqs.get(&(u, slot as u32)) {
         return Some(r.clone());
     }
@@ -878,7 +917,7 @@ fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves>, u: u32, slot:
 
 struct CopyMaker<'n, 'a> {
     names: &'n mut Namer<'a>,
-    memo: HashMap<(u32, Dims), u32>,
+    memo: HashMap<(u32, Dims), u32, FxBuild>,
     /// New nodes to place before the current user (or at the end for the root).
     pending: Vec<u32>,
 }
@@ -953,14 +992,14 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
 
 fn insert_copies<'a>(
     fc: &mut FComp<'a>,
-    reqs: &HashMap<(u32, u32), Leaves>,
+    reqs: &HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<&Leaves>,
     names: &mut Namer<'a>,
     stats: &mut LayoutStats,
 ) {
     let mut mk = CopyMaker {
         names,
-        memo: HashMap::new(),
+        memo: HashMap::default(),
         pending: Vec::new(),
     };
     let old = std::mem::take(&mut fc.order);
