@@ -11,4 +11,5 @@ pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
+pub mod passes;
 pub mod tpu;
