@@ -10,4 +10,5 @@ pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
+pub mod kernels;
 pub mod tpu;
