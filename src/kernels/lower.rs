@@ -191,8 +191,8 @@ impl<'m> Region<'m> {
         let mut leaf_input = HashMap::new();
         let mut leaves = Vec::new();
         for o in c.operands(id) {
-            if !leaf_input.contains_key(&o) {
-                leaf_input.insert(o, leaves.len());
+            if let std::collections::hash_map::Entry::Vacant(e) = leaf_input.entry(o) {
+                e.insert(leaves.len());
                 leaves.push(o);
             }
         }
@@ -1205,7 +1205,9 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
                 for &o in ops.iter().skip(2) {
                     start.push((o, vec![], vec![]));
                 }
-                start.push((ops[upd_k], um, udims));
+                if let Some(u) = upd {
+                    start.push((u, um, udims));
+                }
             }
         }
     }

@@ -321,8 +321,9 @@ pub fn trip_count(module: &Module, comp: CompId, id: InstrId) -> (u64, TripSourc
 
 fn induction_trips(module: &Module, c: &crate::ir::Computation, id: InstrId) -> Option<u64> {
     let ins = c.instr(id);
-    let cond = module.comp(ins.attrs.called_with(CallRole::Condition)?);
-    let body = module.comp(ins.attrs.called_with(CallRole::Body)?);
+    let comp_of = |id| module.computations.get_index(id).map(|(_, c)| c);
+    let cond = comp_of(ins.attrs.called_with(CallRole::Condition)?)?;
+    let body = comp_of(ins.attrs.called_with(CallRole::Body)?)?;
     let root = cond.instr(cond.root);
     if root.opcode != Opcode::Compare {
         return None;
