@@ -11,5 +11,6 @@ pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
+pub mod kernels;
 pub mod passes;
 pub mod tpu;
