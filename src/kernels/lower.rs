@@ -673,7 +673,9 @@ impl Tracer<'_, '_> {
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
         let same_or_pos = |o: InstrId| -> Vec<DimMap> {
             let od = r.dims(o);
-            if od == out_dims {
+            // equal rank: the same dims, possibly resized (slice, pad,
+            // dynamic-slice, concatenate, reverse, …)
+            if od.len() == out_dims.len() {
                 m.to_vec()
             } else if od.is_empty() {
                 vec![]
