@@ -52,7 +52,7 @@ fn jax_corpus_estimates_positive_finite() {
             let untiled = est.kernels.iter().filter(|k| k.untiled).count();
             let mut by_kind = std::collections::BTreeMap::<String, (usize, f64)>::new();
             for k in &est.kernels {
-                let e = by_kind.entry(k.kind.clone()).or_default();
+                let e = by_kind.entry(k.kind.to_string()).or_default();
                 e.0 += 1;
                 e.1 += k.total_ns * k.multiplier;
             }

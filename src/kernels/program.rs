@@ -105,9 +105,9 @@ pub struct KernelRow {
     /// Computation holding the instruction.
     pub computation: String,
     /// `Mxu`, `Elementwise`, `Reduction`, `CopyTranspose` or `Other`.
-    pub kind: String,
+    pub kind: &'static str,
     /// Opcode of the hero instruction.
-    pub hero: String,
+    pub hero: &'static str,
     /// Tile actually used (per-iteration-dim sizes in TpuGraphs form).
     pub tile: TileConfig,
     /// Logical FLOPs of one execution.
@@ -631,8 +631,8 @@ impl PreparedProgram<'_> {
             rows.push(KernelRow {
                 name: d.name.clone(),
                 computation: k.computation.clone(),
-                kind: kind_name(&d.kind).to_string(),
-                hero: k.lowered.hero.name().to_string(),
+                kind: kind_name(&d.kind),
+                hero: k.lowered.hero.name(),
                 tile,
                 flops: d.flops,
                 bytes: e.bytes,
