@@ -1422,7 +1422,8 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         let Some(a) = elem_shape(&r.ins(leaf).shape) else {
             continue;
         };
-        if !is_data(a) || r.ins(leaf).shape.is_tuple() {
+        // scalars travel as kernel arguments (SMEM), not as HBM tiles
+        if !is_data(a) || r.ins(leaf).shape.is_tuple() || a.rank() == 0 {
             continue;
         }
         let t = tensor(a);
