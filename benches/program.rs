@@ -34,6 +34,11 @@ fn bench(c: &mut Criterion) {
     g.bench_function("resnet50_train_estimate_rows", |b| {
         b.iter(|| black_box(lp.estimate(black_box(&target), &none).expect("estimates")))
     });
+    // prepared once per target: only overridden kernels are re-evaluated
+    let prep = lp.prepare(&target).expect("prepares");
+    g.bench_function("resnet50_train_prepared_total_ns", |b| {
+        b.iter(|| black_box(prep.total_ns(black_box(&none)).expect("estimates")))
+    });
     // one override: the class cache still serves every other kernel
     let mut one = TileOverrides::new();
     let first_mxu = lp
@@ -46,6 +51,9 @@ fn bench(c: &mut Criterion) {
     }
     g.bench_function("resnet50_train_total_ns_one_override", |b| {
         b.iter(|| black_box(lp.total_ns(black_box(&target), &one).expect("estimates")))
+    });
+    g.bench_function("resnet50_train_prepared_one_override", |b| {
+        b.iter(|| black_box(prep.total_ns(black_box(&one)).expect("estimates")))
     });
     g.sample_size(10);
     g.bench_function("resnet50_train_lower", |b| {

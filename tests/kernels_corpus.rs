@@ -52,7 +52,7 @@ fn jax_corpus_estimates_positive_finite() {
             let untiled = est.kernels.iter().filter(|k| k.untiled).count();
             let mut by_kind = std::collections::BTreeMap::<String, (usize, f64)>::new();
             for k in &est.kernels {
-                let e = by_kind.entry(k.kind.clone()).or_default();
+                let e = by_kind.entry(k.kind.to_string()).or_default();
                 e.0 += 1;
                 e.1 += k.total_ns * k.multiplier;
             }
@@ -130,4 +130,52 @@ fn explain_kernel_of_file() {
     let s = tpusim::kernels::explain_kernel(&m, &TpuTarget::v3(), &k, &Default::default())
         .expect("explains");
     println!("{s}");
+}
+
+/// The XLA test corpus (odd element types, variadic ops, custom calls …):
+/// lowering and estimation never panic; every module that parses estimates
+/// to a finite, non-negative total or returns an error that names the problem.
+#[test]
+fn xla_corpus_never_panics() {
+    let Some(shared) = shared_dir() else {
+        eprintln!("skipped: shared folder not found (set TPUSIM_SHARED or provide ../shared)");
+        return;
+    };
+    let dir = shared.join("hlo_corpus/xla");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        eprintln!("skipped: {} not readable", dir.display());
+        return;
+    };
+    let mut files: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hlo"))
+        .collect();
+    files.sort();
+    let t = TpuTarget::v3();
+    let (mut ok, mut failed) = (0usize, 0usize);
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("readable corpus file");
+        for (_, part) in tpusim::hlo::split_modules(&text) {
+            let Ok(m) = parse_module("x.hlo", part) else {
+                continue;
+            };
+            match LoweredProgram::new(&m).and_then(|lp| lp.estimate(&t, &TileOverrides::new())) {
+                Ok(e) => {
+                    assert!(
+                        e.total_ns.is_finite() && e.total_ns >= 0.0,
+                        "{}",
+                        f.display()
+                    );
+                    ok += 1;
+                }
+                Err(e) => {
+                    println!("{}: {e}", f.display());
+                    assert!(!e.to_string().is_empty());
+                    failed += 1;
+                }
+            }
+        }
+    }
+    println!("xla corpus: {ok} modules estimated, {failed} rejected with an error");
+    assert!(ok > 0);
 }

@@ -323,6 +323,17 @@ fn explain_prints_hlo_lowering_and_derivation() {
     )
     .unwrap();
     assert!(f.contains("%cheap") && f.contains("negate(%a)"), "{f}");
+    let fused = module(&COND.replace(
+        "ROOT %c = f32[8,128]{1,0} conditional(%p, %x, %x), branch_computations={%cheap, %costly}",
+        "ROOT %c = f32[8,128]{1,0} fusion(%x), kind=kLoop, calls=%cheap",
+    ));
+    assert_eq!(
+        explain_kernel(&fused, &t, "neg", &TileConfig::default()).unwrap_err(),
+        ProgramError::InsideFusion {
+            name: "neg".to_string(),
+            fusion: "c".to_string()
+        }
+    );
 }
 
 #[test]

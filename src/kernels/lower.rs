@@ -673,7 +673,9 @@ impl Tracer<'_, '_> {
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
         let same_or_pos = |o: InstrId| -> Vec<DimMap> {
             let od = r.dims(o);
-            if od == out_dims {
+            // equal rank: the same dims, possibly resized (slice, pad,
+            // dynamic-slice, concatenate, reverse, …)
+            if od.len() == out_dims.len() {
                 m.to_vec()
             } else if od.is_empty() {
                 vec![]
@@ -1420,7 +1422,8 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         let Some(a) = elem_shape(&r.ins(leaf).shape) else {
             continue;
         };
-        if !is_data(a) || r.ins(leaf).shape.is_tuple() {
+        // scalars travel as kernel arguments (SMEM), not as HBM tiles
+        if !is_data(a) || r.ins(leaf).shape.is_tuple() || a.rank() == 0 {
             continue;
         }
         let t = tensor(a);
@@ -1855,3 +1858,66 @@ pub fn describe(k: &LoweredKernel) -> String {
 
 /// Upper bound on iteration dims, re-exported for docs/tests.
 pub const MAX_ITER_DIMS: usize = MAX_DIMS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_groups_pair_equal_products() {
+        let g = reshape_groups(&[8, 128, 768], &[1024, 768]).unwrap();
+        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1])]);
+        let g = reshape_groups(&[1, 6, 4], &[6, 2, 2]).unwrap();
+        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1, 2])]);
+        assert!(reshape_groups(&[6], &[7]).is_none());
+        assert!(reshape_groups(&[0, 3], &[3]).is_none());
+    }
+
+    #[test]
+    fn reshape_maps_split_merge_and_identity() {
+        let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
+        // split: [1024, 768] read by an [8,128,768] consumer
+        assert_eq!(
+            reshape_maps(&[1024, 768], &[8, 128, 768], &m),
+            vec![
+                DimMap::Window {
+                    out: 0,
+                    win: 1,
+                    stride: 128,
+                    dilation: 1
+                },
+                DimMap::Iter(2)
+            ]
+        );
+        // merge: [8,128,768] read by a [1024,768] consumer
+        assert_eq!(
+            reshape_maps(&[8, 128, 768], &[1024, 768], &m[..2]),
+            vec![
+                DimMap::Outer {
+                    iter: 0,
+                    inner: 128
+                },
+                DimMap::Iter(0),
+                DimMap::Iter(1)
+            ]
+        );
+        // size-1 dims are Full (extent 1 either way)
+        assert_eq!(
+            reshape_maps(&[1, 64], &[64], &m[..1]),
+            vec![DimMap::Full, DimMap::Iter(0)]
+        );
+    }
+
+    #[test]
+    fn positional_matches_from_the_minor_end() {
+        let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
+        assert_eq!(
+            positional(&[5, 7], &[3, 5, 7], &m),
+            vec![DimMap::Iter(1), DimMap::Iter(2)]
+        );
+        assert_eq!(
+            positional(&[9, 1, 7], &[3, 5, 7], &m),
+            vec![DimMap::Full, DimMap::Full, DimMap::Iter(2)]
+        );
+    }
+}

@@ -49,6 +49,14 @@ pub enum ProgramError {
     /// The named instruction exists but lowers to no kernel (zero cost or control flow).
     #[error("instruction `{0}` is not a kernel (zero cost or control flow)")]
     NotAKernel(String),
+    /// The named instruction is fused into another kernel.
+    #[error("instruction `{name}` is part of fusion `{fusion}`; explain the fusion instead")]
+    InsideFusion {
+        /// Instruction name.
+        name: String,
+        /// Name of the fusion instruction that calls its computation.
+        fusion: String,
+    },
     /// Computations call each other recursively or nest too deeply.
     #[error("computation `{0}` is called recursively or nested deeper than 64 levels")]
     Recursion(String),
@@ -97,9 +105,9 @@ pub struct KernelRow {
     /// Computation holding the instruction.
     pub computation: String,
     /// `Mxu`, `Elementwise`, `Reduction`, `CopyTranspose` or `Other`.
-    pub kind: String,
+    pub kind: &'static str,
     /// Opcode of the hero instruction.
-    pub hero: String,
+    pub hero: &'static str,
     /// Tile actually used (per-iteration-dim sizes in TpuGraphs form).
     pub tile: TileConfig,
     /// Logical FLOPs of one execution.
@@ -536,7 +544,10 @@ impl PreparedProgram<'_> {
     fn overrides(&self, tiles: &TileOverrides) -> Result<Vec<(usize, Eval)>, ProgramError> {
         let p = self.program;
         let mut own = Vec::with_capacity(tiles.len());
-        for (name, cfg) in tiles {
+        // sorted, so that the first error reported does not depend on hashing
+        let mut named: Vec<(&String, &TileConfig)> = tiles.iter().collect();
+        named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (name, cfg) in named {
             let Some(idx) = p.by_name.get(name) else {
                 return Err(ProgramError::UnknownKernel(name.clone()));
             };
@@ -620,8 +631,8 @@ impl PreparedProgram<'_> {
             rows.push(KernelRow {
                 name: d.name.clone(),
                 computation: k.computation.clone(),
-                kind: kind_name(&d.kind).to_string(),
-                hero: k.lowered.hero.name().to_string(),
+                kind: kind_name(&d.kind),
+                hero: k.lowered.hero.name(),
                 tile,
                 flops: d.flops,
                 bytes: e.bytes,
@@ -754,10 +765,28 @@ pub fn explain_kernel(
     kernel_name: &str,
     tile: &TileConfig,
 ) -> Result<String, ProgramError> {
+    // fused computation → the fusion that calls it
+    let mut fused_by: HashMap<CompId, &str> = HashMap::new();
+    for c in module.computations.values() {
+        for &id in &c.order {
+            let ins = c.instr(id);
+            if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
+                for &(_, callee) in &ins.attrs.called {
+                    fused_by.entry(callee).or_insert(ins.name.as_str());
+                }
+            }
+        }
+    }
     for (ci, c) in module.computations.values().enumerate() {
         let Some(id) = c.find(kernel_name) else {
             continue;
         };
+        if let Some(f) = fused_by.get(&ci) {
+            return Err(ProgramError::InsideFusion {
+                name: kernel_name.to_string(),
+                fusion: (*f).to_string(),
+            });
+        }
         let Some(k) = lower_kernel_full(module, ci, id)? else {
             return Err(ProgramError::NotAKernel(kernel_name.to_string()));
         };
