@@ -1,6 +1,9 @@
 //! The `tpusim` command line: one file per command; this file holds the argument
 //! definitions and the dispatcher.
 
+mod analyze;
+mod compile;
+mod generate;
 mod input;
 mod inspect;
 mod parse;
@@ -24,6 +27,21 @@ pub enum Command {
     Parse(parse::ParseArgs),
     /// Print a module as canonical HLO text.
     Print(parse::PrintArgs),
+    /// Check every instruction's shape against its operands (shape inference).
+    Verify(analyze::VerifyArgs),
+    /// XLA-style cost analysis: flops, transcendentals, bytes accessed.
+    Analyze(analyze::AnalyzeArgs),
+    /// Compile under a configuration: layout assignment and fusion.
+    Compile(compile::CompileArgs),
+    /// Estimate the runtime on a TPU, per kernel and in total.
+    Estimate(compile::EstimateArgs),
+    /// The full derivation of one kernel's runtime, in words and numbers.
+    Explain(compile::ExplainArgs),
+    /// Write TpuGraphs samples (tile or layout collection).
+    #[command(subcommand)]
+    Generate(generate::Collection),
+    /// Score a Kaggle-style submission against npz runtimes (official metrics).
+    Score(generate::ScoreArgs),
     /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
     Inspect(inspect::InspectArgs),
 }
@@ -35,6 +53,13 @@ pub fn run() -> i32 {
         Command::Parse(a) => parse::parse(a),
         Command::Print(a) => parse::print(a),
         Command::Inspect(a) => inspect::inspect(a),
+        Command::Verify(a) => analyze::verify(a),
+        Command::Analyze(a) => analyze::analyze(a),
+        Command::Compile(a) => compile::compile_cmd(a),
+        Command::Estimate(a) => compile::estimate_cmd(a),
+        Command::Explain(a) => compile::explain_cmd(a),
+        Command::Generate(c) => generate::generate(c),
+        Command::Score(a) => generate::score(a),
     };
     match result {
         Ok(code) => code,

@@ -4,8 +4,10 @@
 
 pub mod config_feat;
 pub mod features;
+pub mod generate;
 pub mod graph;
 pub mod kernel_module;
+pub mod layout_eval;
 pub mod npz;
 pub mod opcodes;
 pub mod plan;

@@ -89,13 +89,19 @@ fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
     }
 }
 
-fn remap_called(attrs: &mut Attrs, new_id: &[Option<CompId>], m: &Module, who: &str) -> Result<(), CompileError> {
+fn remap_called(
+    attrs: &mut Attrs,
+    new_id: &[Option<CompId>],
+    m: &Module,
+    who: &str,
+) -> Result<(), CompileError> {
     for (_, c) in attrs.called.iter_mut() {
-        *c = new_id
-            .get(*c)
-            .copied()
-            .flatten()
-            .ok_or_else(|| bad(m, format!("'{who}' calls a computation that was not emitted")))?;
+        *c = new_id.get(*c).copied().flatten().ok_or_else(|| {
+            bad(
+                m,
+                format!("'{who}' calls a computation that was not emitted"),
+            )
+        })?;
     }
     Ok(())
 }
@@ -141,7 +147,10 @@ impl<'e, 'a> Emitter<'e, 'a> {
 
     fn insert(&mut self, comp: Computation) -> Result<CompId, CompileError> {
         if self.comps.contains_key(&comp.name) {
-            return Err(bad(self.m, format!("two computations named '{}'", comp.name)));
+            return Err(bad(
+                self.m,
+                format!("two computations named '{}'", comp.name),
+            ));
         }
         let id = self.comps.len();
         self.comps.insert(comp.name.clone(), comp);
@@ -189,7 +198,13 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
         while let Some(x) = stack.pop() {
             if !standalone(x) {
-                return Err(bad(m, format!("'{}' is used outside the fusion that absorbed it", fc.nodes[x as usize].name())));
+                return Err(bad(
+                    m,
+                    format!(
+                        "'{}' is used outside the fusion that absorbed it",
+                        fc.nodes[x as usize].name()
+                    ),
+                ));
             }
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g != NONE {
@@ -243,7 +258,14 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     let ins = comp.instr(id);
                     let parameters: Vec<PhysicalShape> = ops
                         .iter()
-                        .flat_map(|&o| comp.instr(o).shape.leaves().into_iter().map(PhysicalShape::of).collect::<Vec<_>>())
+                        .flat_map(|&o| {
+                            comp.instr(o)
+                                .shape
+                                .leaves()
+                                .into_iter()
+                                .map(PhysicalShape::of)
+                                .collect::<Vec<_>>()
+                        })
                         .collect();
                     drafts.push(Draft {
                         kernel: Kernel {
@@ -258,7 +280,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                             fused_computation: None,
                             hero_operands: parameters.clone(),
                             parameters,
-                            outputs: ins.shape.leaves().into_iter().map(PhysicalShape::of).collect(),
+                            outputs: ins
+                                .shape
+                                .leaves()
+                                .into_iter()
+                                .map(PhysicalShape::of)
+                                .collect(),
                             tile: None,
                             instruction_count: 1,
                             call_site: None,
@@ -278,7 +305,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 let on = &fc.nodes[inp as usize];
                 let shape = laid_out(&on.shape, &on.layouts, true);
                 parameters.extend(shape.leaves().into_iter().map(PhysicalShape::of));
-                let mut p = Instruction::new(self.names.fresh(&format!("param_{i}")), Opcode::Parameter, shape);
+                let mut p = Instruction::new(
+                    self.names.fresh(&format!("param_{i}")),
+                    Opcode::Parameter,
+                    shape,
+                );
                 p.attrs.parameter_number = Some(i as i64);
                 let id = f.add(p, &[]);
                 f.params.push(id);
@@ -292,7 +323,9 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 for &o in &nd2.operands {
                     match local[o as usize] {
                         id if id != NodeIndex::end() => ops.push(id),
-                        _ => return Err(bad(m, format!("fused operand of '{}' missing", ins.name))),
+                        _ => {
+                            return Err(bad(m, format!("fused operand of '{}' missing", ins.name)))
+                        }
                     }
                 }
                 let id = f.add(ins, &ops);
@@ -310,7 +343,14 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 .map(|h| {
                     f.operands(h)
                         .iter()
-                        .flat_map(|&o| f.instr(o).shape.leaves().into_iter().map(PhysicalShape::of).collect::<Vec<_>>())
+                        .flat_map(|&o| {
+                            f.instr(o)
+                                .shape
+                                .leaves()
+                                .into_iter()
+                                .map(PhysicalShape::of)
+                                .collect::<Vec<_>>()
+                        })
                         .collect()
                 })
                 .unwrap_or_default();
@@ -323,12 +363,21 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let mut fu = Instruction::new(self.names.fresh("fusion"), Opcode::Fusion, root_shape);
             fu.attrs.fusion_kind = Some(gp.kind);
             fu.attrs.called.push((CallRole::Calls, fid));
-            if let Some(md) = fc.nodes[gp.hero as usize].src.and_then(|s| s.attrs.metadata.clone()) {
+            if let Some(md) = fc.nodes[gp.hero as usize]
+                .src
+                .and_then(|s| s.attrs.metadata.clone())
+            {
                 fu.attrs.metadata = Some(md);
             }
-            let ops: Vec<InstrId> = inputs[g as usize].iter().map(|&o| new_ids[o as usize]).collect();
+            let ops: Vec<InstrId> = inputs[g as usize]
+                .iter()
+                .map(|&o| new_ids[o as usize])
+                .collect();
             if ops.iter().any(|o| *o == NodeIndex::end()) {
-                return Err(bad(m, format!("an operand of fusion '{}' was not emitted", fu.name)));
+                return Err(bad(
+                    m,
+                    format!("an operand of fusion '{}' was not emitted", fu.name),
+                ));
             }
             let id = comp.add(fu, &ops);
             new_ids[x as usize] = id;
@@ -345,7 +394,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     instruction: id.index() as u32,
                     fused_computation: Some(fid),
                     parameters,
-                    outputs: ins.shape.leaves().into_iter().map(PhysicalShape::of).collect(),
+                    outputs: ins
+                        .shape
+                        .leaves()
+                        .into_iter()
+                        .map(PhysicalShape::of)
+                        .collect(),
                     hero_operands,
                     tile: None,
                     instruction_count: count,
@@ -361,7 +415,10 @@ impl<'e, 'a> Emitter<'e, 'a> {
         params.sort_by_key(|p| p.0);
         for (k, (num, id)) in params.iter().enumerate() {
             if *num != k as i64 {
-                return Err(bad(m, format!("parameters of '{}' are not numbered 0..n", orig.name)));
+                return Err(bad(
+                    m,
+                    format!("parameters of '{}' are not numbered 0..n", orig.name),
+                ));
             }
             comp.params.push(*id);
         }
@@ -412,7 +469,9 @@ pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan]) -> Result<Emitted,
         }
     }
     let entry = e.new_id[m.entry].ok_or_else(|| bad(m, "entry computation not emitted"))?;
-    let Emitter { comps, mut drafts, .. } = e;
+    let Emitter {
+        comps, mut drafts, ..
+    } = e;
     let mut module = Module {
         name: m.name.clone(),
         attrs: m.attrs.clone(),
@@ -423,14 +482,26 @@ pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan]) -> Result<Emitted,
     module.attrs.is_scheduled = false;
     {
         let ec = module.entry();
-        let params: Vec<Shape> = ec.params.iter().map(|&p| ec.instr(p).shape.clone()).collect();
+        let params: Vec<Shape> = ec
+            .params
+            .iter()
+            .map(|&p| ec.instr(p).shape.clone())
+            .collect();
         let result = ec.instr(ec.root).shape.clone();
         module.attrs.entry_computation_layout = Some((params, result));
     }
     // Kernels in execution order.
     let mut kernels = Vec::new();
     let mut visited = vec![false; module.computations.len()];
-    collect(&module, entry, None, &mut drafts, &mut visited, &mut kernels, 0);
+    collect(
+        &module,
+        entry,
+        None,
+        &mut drafts,
+        &mut visited,
+        &mut kernels,
+        0,
+    );
     for (i, k) in kernels.iter_mut().enumerate() {
         k.index = i;
     }
@@ -467,7 +538,8 @@ fn collect(
         match ins.opcode {
             Opcode::While => {
                 let trip = while_trip_count(m, comp, id);
-                for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")] {
+                for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")]
+                {
                     if let Some(callee) = ins.attrs.called_with(role) {
                         let s = CallSite {
                             computation: comp.name.clone(),
@@ -498,7 +570,9 @@ fn collect(
 fn scalar_int(c: &Computation, id: InstrId) -> Option<i64> {
     let ins = c.instr(id);
     match ins.opcode {
-        Opcode::Constant if ins.shape.rank() == 0 => ins.attrs.literal.as_deref()?.trim().parse().ok(),
+        Opcode::Constant if ins.shape.rank() == 0 => {
+            ins.attrs.literal.as_deref()?.trim().parse().ok()
+        }
         Opcode::Convert | Opcode::Copy | Opcode::Bitcast => scalar_int(c, c.operand(id, 0)?),
         _ => None,
     }
@@ -535,7 +609,10 @@ pub fn while_trip_count(m: &Module, parent: &Computation, w: InstrId) -> Option<
     if parent.instr(init_tuple).opcode != Opcode::Tuple {
         return None;
     }
-    let init = scalar_int(parent, parent.operand(init_tuple, usize::try_from(k).ok()?)?)?;
+    let init = scalar_int(
+        parent,
+        parent.operand(init_tuple, usize::try_from(k).ok()?)?,
+    )?;
     let broot = body.instr(body.root);
     if broot.opcode != Opcode::Tuple {
         return None;
@@ -568,11 +645,23 @@ pub fn while_trip_count(m: &Module, parent: &Computation, w: InstrId) -> Option<
         dir
     };
     let n = match dir {
-        Lt if step > 0 => (limit - init).max(0).div_euclid(step) + ((limit - init).max(0) % step != 0) as i64,
-        Le if step > 0 => (limit - init + 1).max(0).div_euclid(step) + ((limit - init + 1).max(0) % step != 0) as i64,
-        Gt if step < 0 => (init - limit).max(0).div_euclid(-step) + ((init - limit).max(0) % -step != 0) as i64,
-        Ge if step < 0 => (init - limit + 1).max(0).div_euclid(-step) + ((init - limit + 1).max(0) % -step != 0) as i64,
-        Ne if step != 0 && (limit - init) % step == 0 && (limit - init) / step >= 0 => (limit - init) / step,
+        Lt if step > 0 => {
+            (limit - init).max(0).div_euclid(step) + ((limit - init).max(0) % step != 0) as i64
+        }
+        Le if step > 0 => {
+            (limit - init + 1).max(0).div_euclid(step)
+                + ((limit - init + 1).max(0) % step != 0) as i64
+        }
+        Gt if step < 0 => {
+            (init - limit).max(0).div_euclid(-step) + ((init - limit).max(0) % -step != 0) as i64
+        }
+        Ge if step < 0 => {
+            (init - limit + 1).max(0).div_euclid(-step)
+                + ((init - limit + 1).max(0) % -step != 0) as i64
+        }
+        Ne if step != 0 && (limit - init) % step == 0 && (limit - init) / step >= 0 => {
+            (limit - init) / step
+        }
         _ => return None,
     };
     u64::try_from(n).ok()

@@ -120,14 +120,35 @@ fn class(op: Opcode) -> Class {
     match op {
         Copy => Class::Other,
         o if o.is_elementwise() => Class::Preserving,
-        Concatenate | DynamicSlice | DynamicUpdateSlice | Pad | Reverse | Slice | Map
-        | ReduceWindow | SelectAndScatter | Scatter | Sort | TopK | SetDimensionSize
-        | AllReduce | AllReduceStart | AllGather | AllGatherStart | AllToAll
-        | CollectivePermute | CollectivePermuteStart | CollectiveBroadcast | ReduceScatter
+        Concatenate
+        | DynamicSlice
+        | DynamicUpdateSlice
+        | Pad
+        | Reverse
+        | Slice
+        | Map
+        | ReduceWindow
+        | SelectAndScatter
+        | Scatter
+        | Sort
+        | TopK
+        | SetDimensionSize
+        | AllReduce
+        | AllReduceStart
+        | AllGather
+        | AllGatherStart
+        | AllToAll
+        | CollectivePermute
+        | CollectivePermuteStart
+        | CollectiveBroadcast
+        | ReduceScatter
         | RaggedAllToAll => Class::Preserving,
         Tuple => Class::Tuple,
         GetTupleElement => Class::Gte,
-        OptimizationBarrier | AddDependency | AllReduceDone | AllGatherDone
+        OptimizationBarrier
+        | AddDependency
+        | AllReduceDone
+        | AllGatherDone
         | CollectivePermuteDone => Class::Identity,
         Transpose => Class::Transpose,
         Reshape | Bitcast => Class::Reshape,
@@ -178,7 +199,9 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
     fn set(&mut self, x: u32, leaf: usize, m2m: &[i64]) {
-        let Some(rank) = self.leaf_rank(x, leaf) else { return };
+        let Some(rank) = self.leaf_rank(x, leaf) else {
+            return;
+        };
         if m2m.len() != rank {
             return;
         }
@@ -321,7 +344,9 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
             }
             Class::Transpose => {
-                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.clone()) else { return };
+                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.clone()) else {
+                    return;
+                };
                 let Some(&o) = n.operands.first() else { return };
                 let out = self.get(u, 0).cloned();
                 let inp = self.operand_layout(u, 0);
@@ -366,8 +391,13 @@ impl<'s, 'a> Solver<'s, 'a> {
                 if self.get(o, 0).is_some() {
                     return;
                 }
-                let Some(out) = self.get(u, 0).cloned() else { return };
-                let dims = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let Some(out) = self.get(u, 0).cloned() else {
+                    return;
+                };
+                let dims = n
+                    .src
+                    .and_then(|s| s.attrs.dimensions.clone())
+                    .unwrap_or_default();
                 let l: Dims = out
                     .iter()
                     .filter_map(|d| dims.iter().position(|x| x == d).map(|p| p as i64))
@@ -375,13 +405,18 @@ impl<'s, 'a> Solver<'s, 'a> {
                 self.set(o, 0, &l);
             }
             Class::Reduce => {
-                let reduced = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let reduced = n
+                    .src
+                    .and_then(|s| s.attrs.dimensions.clone())
+                    .unwrap_or_default();
                 let k = n.operands.len() / 2;
                 for i in 0..k {
                     if self.get(u, i).is_some() {
                         continue;
                     }
-                    let Some(inp) = self.operand_layout(u, i) else { continue };
+                    let Some(inp) = self.operand_layout(u, i) else {
+                        continue;
+                    };
                     let l: Dims = inp
                         .iter()
                         .filter(|d| !reduced.contains(d))
@@ -405,7 +440,9 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Record a use requirement and propagate it to the operand's definition.
     fn require(&mut self, u: u32, slot: usize, leaves: Leaves) {
-        let Some(&o) = self.node(u).operands.get(slot) else { return };
+        let Some(&o) = self.node(u).operands.get(slot) else {
+            return;
+        };
         self.set_all(o, &leaves);
         self.reqs.insert((u, slot as u32), leaves);
         self.drain();
@@ -433,7 +470,12 @@ fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
         Some(mtm)
     };
     let input = act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?;
-    let output = act(cd.output_batch, cd.output_feature, &cd.output_spatial, n.dims())?;
+    let output = act(
+        cd.output_batch,
+        cd.output_feature,
+        &cd.output_spatial,
+        n.dims(),
+    )?;
     let mut k: Dims = cd.kernel_spatial.iter().copied().collect();
     k.push(cd.kernel_input_feature);
     k.push(cd.kernel_output_feature);
@@ -541,7 +583,13 @@ pub(crate) fn assign(flat: &mut Flat<'_>, cfg: &ResolvedConfig) -> LayoutStats {
     stats
 }
 
-fn visit(flat: &Flat<'_>, fi: usize, state: &mut [u8], order: &mut Vec<(usize, Role)>, roles: &mut [Option<Role>]) {
+fn visit(
+    flat: &Flat<'_>,
+    fi: usize,
+    state: &mut [u8],
+    order: &mut Vec<(usize, Role)>,
+    roles: &mut [Option<Role>],
+) {
     if state[fi] != 0 {
         return;
     }
@@ -669,7 +717,11 @@ fn solve_comp(
         let n = s.node(x);
         match n.opcode {
             Opcode::While => {
-                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                if let Some(b) = n
+                    .src
+                    .and_then(|s| s.attrs.called_with(CallRole::Body))
+                    .and_then(boundary)
+                {
                     if let Some(p) = b.params.first() {
                         s.set_all(x, p);
                     }
@@ -701,7 +753,9 @@ fn solve_comp(
             if n.origin == NONE {
                 continue;
             }
-            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else { continue };
+            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else {
+                continue;
+            };
             if let Some(o) = &nl.output {
                 s.set(x, 0, o);
                 s.drain();
@@ -738,7 +792,11 @@ fn solve_comp(
         let n = s.node(x);
         match n.opcode {
             Opcode::While => {
-                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                if let Some(b) = n
+                    .src
+                    .and_then(|s| s.attrs.called_with(CallRole::Body))
+                    .and_then(boundary)
+                {
                     if let Some(p) = b.params.first() {
                         s.require(x, 0, p.clone());
                     }
@@ -780,9 +838,13 @@ fn solve_comp(
         };
         match n.opcode {
             Opcode::Convolution => {
-                let Some(&lhs) = n.operands.first() else { continue };
+                let Some(&lhs) = n.operands.first() else {
+                    continue;
+                };
                 let lhs_dims: Dims = s.node(lhs).dims().iter().copied().collect();
-                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else { continue };
+                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else {
+                    continue;
+                };
                 if configured.and_then(|c| c.output.as_ref()).is_none() {
                     s.set(x, 0, &o);
                     s.drain();
@@ -795,21 +857,35 @@ fn solve_comp(
                 }
             }
             Opcode::Dot => {
-                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else { continue };
+                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else {
+                    continue;
+                };
                 if configured.and_then(|c| c.output.as_ref()).is_none() {
                     let r = n.rank();
                     s.set(x, 0, &row_major(r));
                     s.drain();
                 }
                 let sides = [
-                    (0usize, &dd.lhs_batch, &dd.lhs_contracting, configured.and_then(|c| c.input.as_ref())),
-                    (1, &dd.rhs_batch, &dd.rhs_contracting, configured.and_then(|c| c.kernel.as_ref())),
+                    (
+                        0usize,
+                        &dd.lhs_batch,
+                        &dd.lhs_contracting,
+                        configured.and_then(|c| c.input.as_ref()),
+                    ),
+                    (
+                        1,
+                        &dd.rhs_batch,
+                        &dd.rhs_contracting,
+                        configured.and_then(|c| c.kernel.as_ref()),
+                    ),
                 ];
                 for (slot, batch, contracting, conf) in sides {
                     if conf.is_some() {
                         continue;
                     }
-                    let Some(&o) = s.node(x).operands.get(slot) else { continue };
+                    let Some(&o) = s.node(x).operands.get(slot) else {
+                        continue;
+                    };
                     let rank = s.node(o).rank();
                     let cur = s.get(o, 0).cloned();
                     let rm = row_major(rank);
@@ -840,12 +916,20 @@ fn solve_comp(
     // Body results must come back in the parameter layout.
     if let Role::Body = role {
         if param0 != NONE {
-            let l: Leaves = s.lay[param0 as usize].iter().map(|x| x.clone().unwrap_or_default()).collect();
+            let l: Leaves = s.lay[param0 as usize]
+                .iter()
+                .map(|x| x.clone().unwrap_or_default())
+                .collect();
             s.root_req = Some(l);
         }
     }
 
-    let Solver { lay, reqs, root_req, .. } = s;
+    let Solver {
+        lay,
+        reqs,
+        root_req,
+        ..
+    } = s;
     let fc = &mut flat.comps[fi];
     for (n, l) in fc.nodes.iter_mut().zip(lay) {
         n.layouts = l.into_iter().map(|x| x.unwrap_or_default()).collect();
@@ -866,10 +950,18 @@ fn solve_comp(
             }
             Opcode::GetTupleElement => {
                 let n = &fc.nodes[x];
-                let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(n.tuple_index);
-                let Some(&o) = n.operands.first() else { continue };
+                let idx = n
+                    .src
+                    .and_then(|s| s.attrs.tuple_index)
+                    .unwrap_or(n.tuple_index);
+                let Some(&o) = n.operands.first() else {
+                    continue;
+                };
                 let on = &fc.nodes[o as usize];
-                if let Some((start, len)) = usize::try_from(idx).ok().and_then(|k| elem_range(&on.shape, k)) {
+                if let Some((start, len)) = usize::try_from(idx)
+                    .ok()
+                    .and_then(|k| elem_range(&on.shape, k))
+                {
                     if let Some(l) = on.layouts.get(start..start + len) {
                         let l: Leaves = l.iter().cloned().collect();
                         fc.nodes[x].layouts = l;
@@ -886,7 +978,13 @@ fn solve_comp(
         params: fc
             .params
             .iter()
-            .map(|&p| if p == NONE { Leaves::new() } else { fc.nodes[p as usize].layouts.clone() })
+            .map(|&p| {
+                if p == NONE {
+                    Leaves::new()
+                } else {
+                    fc.nodes[p as usize].layouts.clone()
+                }
+            })
             .collect(),
         root: fc.nodes[fc.root as usize].layouts.clone(),
     };
@@ -894,7 +992,12 @@ fn solve_comp(
 }
 
 /// The layout a use requires of operand `slot` of `u`, if any.
-fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<Leaves> {
+fn requirement(
+    fc: &FComp<'_>,
+    reqs: &HashMap<(u32, u32), Leaves, FxBuild>,
+    u: u32,
+    slot: usize,
+) -> Option<Leaves> {
     if let Some(r) = reqs.get(&(u, slot as u32)) {
         return Some(r.clone());
     }
@@ -931,7 +1034,13 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
     }
 
     /// A node holding the value of `o` in layout `want` (o itself if it already is).
-    fn with_layout(&mut self, fc: &mut FComp<'a>, o: u32, want: &[Dims], stats: &mut LayoutStats) -> u32 {
+    fn with_layout(
+        &mut self,
+        fc: &mut FComp<'a>,
+        o: u32,
+        want: &[Dims],
+        stats: &mut LayoutStats,
+    ) -> u32 {
         if fc.nodes[o as usize].layouts.as_slice() == want {
             return o;
         }
@@ -955,7 +1064,10 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                 let mut off = 0;
                 for (k, e) in elems.iter().enumerate() {
                     let n = leaf_count(e);
-                    let sub: Vec<Dims> = want.get(off..off + n).map(|s| s.to_vec()).unwrap_or_default();
+                    let sub: Vec<Dims> = want
+                        .get(off..off + n)
+                        .map(|s| s.to_vec())
+                        .unwrap_or_default();
                     let have: Leaves = fc.nodes[o as usize]
                         .layouts
                         .get(off..off + n)
@@ -972,7 +1084,8 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                         Some(e) => e,
                         None => {
                             let name = self.names.fresh("get-tuple-element");
-                            let mut node = FNode::synthetic(Opcode::GetTupleElement, e.clone(), &[o], name);
+                            let mut node =
+                                FNode::synthetic(Opcode::GetTupleElement, e.clone(), &[o], name);
                             node.tuple_index = k as i64;
                             node.layouts = have;
                             self.push(fc, node)
@@ -1007,7 +1120,9 @@ fn insert_copies<'a>(
     for &u in &old {
         let nops = fc.nodes[u as usize].operands.len();
         for slot in 0..nops {
-            let Some(req) = requirement(fc, reqs, u, slot) else { continue };
+            let Some(req) = requirement(fc, reqs, u, slot) else {
+                continue;
+            };
             let o = fc.nodes[u as usize].operands[slot];
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
@@ -1035,15 +1150,23 @@ fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
         if !matches!(n.opcode, Opcode::Transpose | Opcode::Reshape) {
             continue;
         }
-        let Some(&o) = n.operands.first() else { continue };
+        let Some(&o) = n.operands.first() else {
+            continue;
+        };
         let on = &fc.nodes[o as usize];
-        let (Some(a), Some(b)) = (on.shape.as_array(), n.shape.as_array()) else { continue };
-        let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else { continue };
+        let (Some(a), Some(b)) = (on.shape.as_array(), n.shape.as_array()) else {
+            continue;
+        };
+        let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else {
+            continue;
+        };
         if a.element_type != b.element_type {
             continue;
         }
         let logical = if n.opcode == Opcode::Transpose {
-            let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else { continue };
+            let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
+                continue;
+            };
             tiling::transpose_is_bitcast(perm, &a.dims, am, bm)
         } else {
             tiling::reshape_is_bitcast(&a.dims, am, &b.dims, bm)

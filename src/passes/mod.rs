@@ -88,7 +88,10 @@ impl CompiledModule {
 
 /// Compile `module` under `config`: inline calls, assign layouts (inserting copies and
 /// bitcasts, attaching TPU tiles), fuse, and list the kernels. The input is not modified.
-pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
+pub fn compile(
+    module: &Module,
+    config: &CompilationConfig,
+) -> Result<CompiledModule, CompileError> {
     let t0 = std::time::Instant::now();
     let mut flat = flat::Flat::build(module)?;
     let t1 = t0.elapsed();
@@ -96,7 +99,11 @@ pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledMo
     check_overrides(&flat, &resolved, module)?;
     let lstats = layout::assign(&mut flat, &resolved);
     let t2 = t0.elapsed();
-    let plans: Vec<fusion::FusionPlan> = flat.comps.iter().map(|fc| fusion::plan(fc, &resolved)).collect();
+    let plans: Vec<fusion::FusionPlan> = flat
+        .comps
+        .iter()
+        .map(|fc| fusion::plan(fc, &resolved))
+        .collect();
     let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
     let fusions = plans.iter().map(|p| p.groups.len()).sum();
     let t3 = t0.elapsed();
@@ -108,7 +115,12 @@ pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledMo
     if cfg!(debug_assertions) {
         verify::verify(&module_out)?;
     }
-    if std::env::var("TPUSIM_TIME").is_ok() { eprintln!("TIMING flat {t1:?} layout {t2:?} fusion {t3:?} emit {t4:?} verify {:?}", t0.elapsed()); }
+    if std::env::var("TPUSIM_TIME").is_ok() {
+        eprintln!(
+            "TIMING flat {t1:?} layout {t2:?} fusion {t3:?} emit {t4:?} verify {:?}",
+            t0.elapsed()
+        );
+    }
     let stats = CompileStats {
         input_instructions: module.instruction_count(),
         output_instructions: module_out.instruction_count(),
@@ -125,7 +137,11 @@ pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledMo
 }
 
 /// Every fusion override must name a real producer → consumer edge (after inlining).
-fn check_overrides(flat: &flat::Flat<'_>, cfg: &config::ResolvedConfig, m: &Module) -> Result<(), CompileError> {
+fn check_overrides(
+    flat: &flat::Flat<'_>,
+    cfg: &config::ResolvedConfig,
+    m: &Module,
+) -> Result<(), CompileError> {
     if cfg.no_fuse.is_empty() && cfg.force_fuse.is_empty() {
         return Ok(());
     }
@@ -163,8 +179,11 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
     if cfg.tile.is_empty() {
         return Ok(());
     }
-    let by_name: std::collections::HashMap<&str, usize> =
-        kernels.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+    let by_name: std::collections::HashMap<&str, usize> = kernels
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.name.as_str(), i))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     let mut assign: Vec<(usize, TileBounds)> = Vec::new();
     for t in &cfg.tile {
@@ -185,8 +204,16 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
         if !seen.insert(i) {
             return Err(CompileError::DuplicateTile { kernel: label });
         }
-        let mxu = matches!(k.hero, crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot);
-        let check = |field: &'static str, bounds: &[i64], tensor: &'static str, shape: Option<&PhysicalShape>, missing: &str| -> Result<(), CompileError> {
+        let mxu = matches!(
+            k.hero,
+            crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
+        );
+        let check = |field: &'static str,
+                     bounds: &[i64],
+                     tensor: &'static str,
+                     shape: Option<&PhysicalShape>,
+                     missing: &str|
+         -> Result<(), CompileError> {
             if bounds.is_empty() {
                 return Ok(());
             }
@@ -222,16 +249,31 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
             }
             Ok(())
         };
-        check("output_bounds", &t.bounds.output_bounds, "output", k.outputs.first(), "the kernel has no array output")?;
+        check(
+            "output_bounds",
+            &t.bounds.output_bounds,
+            "output",
+            k.outputs.first(),
+            "the kernel has no array output",
+        )?;
         let kernel_operand = if mxu { k.hero_operands.get(1) } else { None };
         check(
             "kernel_bounds",
             &t.bounds.kernel_bounds,
             "kernel",
             kernel_operand,
-            &format!("its hero is {} (only convolution/dot kernels have a kernel operand)", k.hero),
+            &format!(
+                "its hero is {} (only convolution/dot kernels have a kernel operand)",
+                k.hero
+            ),
         )?;
-        check("input_bounds", &t.bounds.input_bounds, "input", k.hero_operands.first(), "the hero has no operands")?;
+        check(
+            "input_bounds",
+            &t.bounds.input_bounds,
+            "input",
+            k.hero_operands.first(),
+            "the hero has no operands",
+        )?;
         assign.push((i, t.bounds.clone()));
     }
     for (i, b) in assign {

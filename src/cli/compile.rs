@@ -1,0 +1,199 @@
+//! `tpusim compile`, `tpusim estimate` and `tpusim explain`.
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use std::path::{Path, PathBuf};
+
+use super::input::load_modules;
+use crate::hlo::print_module;
+use crate::kernels::{explain_kernel, LoweredProgram, TileOverrides};
+use crate::passes::{compile, CompilationConfig, CompiledModule};
+use crate::tpu::{TileConfig, TpuTarget};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Emit {
+    Hlo,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    /// HLO module file.
+    pub file: PathBuf,
+    /// Compilation configuration (JSON or TOML): layouts, fusion, tiles.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// What to print: the compiled module as HLO text, or its kernels as JSON.
+    #[arg(long, value_enum, default_value = "hlo")]
+    pub emit: Emit,
+}
+
+#[derive(Args, Debug)]
+pub struct EstimateArgs {
+    /// HLO module file.
+    pub file: PathBuf,
+    /// TPU target: v2, v3, v4, v5e, v5p, v6e, or a JSON/TOML target file.
+    #[arg(long, default_value = "v3")]
+    pub tpu: String,
+    /// Compilation configuration (JSON or TOML).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Include the ~0.1 ms host dispatch of wall-clock timings.
+    #[arg(long)]
+    pub host_dispatch: bool,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// HLO module file.
+    pub file: PathBuf,
+    /// Kernel (fusion or instruction) name in the compiled module.
+    #[arg(long)]
+    pub kernel: String,
+    #[arg(long, default_value = "v3")]
+    pub tpu: String,
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// A target preset name or a target file.
+pub fn target(spec: &str, host_dispatch: bool) -> Result<TpuTarget> {
+    let t = if Path::new(spec).is_file() {
+        TpuTarget::from_file(Path::new(spec))?
+    } else {
+        TpuTarget::preset(spec)?
+    };
+    Ok(t.with_host_dispatch(host_dispatch))
+}
+
+fn config(path: &Option<PathBuf>) -> Result<CompilationConfig> {
+    match path {
+        Some(p) => {
+            CompilationConfig::from_path(p).with_context(|| format!("reading {}", p.display()))
+        }
+        None => Ok(CompilationConfig::default()),
+    }
+}
+
+/// Load one module and compile it; errors are printed, `None` returned.
+fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>> {
+    let cfg = config(cfg)?;
+    let mods = match load_modules(file, false) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(None);
+        }
+    };
+    let Some(m) = mods.into_iter().next() else {
+        return Ok(None);
+    };
+    match compile(&m.module, &cfg) {
+        Ok(c) => Ok(Some(c)),
+        Err(e) => {
+            eprintln!("{}: error: {e}", file.display());
+            Ok(None)
+        }
+    }
+}
+
+/// Tile overrides that the configuration gave to kernels.
+fn tiles_of(c: &CompiledModule) -> TileOverrides {
+    c.kernels
+        .iter()
+        .filter_map(|k| {
+            k.tile.as_ref().map(|t| {
+                (
+                    k.name.clone(),
+                    TileConfig {
+                        output_bounds: t.output_bounds.clone(),
+                        kernel_bounds: t.kernel_bounds.clone(),
+                        input_bounds: t.input_bounds.clone(),
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+pub fn compile_cmd(a: CompileArgs) -> Result<i32> {
+    let Some(c) = compiled(&a.file, &a.config)? else {
+        return Ok(1);
+    };
+    match a.emit {
+        Emit::Hlo => print!("{}", print_module(&c.module)),
+        Emit::Json => println!("{}", c.kernels_json()),
+    }
+    Ok(0)
+}
+
+pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
+    let t = target(&a.tpu, a.host_dispatch)?;
+    let Some(c) = compiled(&a.file, &a.config)? else {
+        return Ok(1);
+    };
+    let p = LoweredProgram::new(&c.module)?;
+    let e = match p.estimate(&t, &tiles_of(&c)) {
+        Ok(e) => e,
+        Err(err) => {
+            eprintln!("{}: error: {err}", a.file.display());
+            return Ok(1);
+        }
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&e)?);
+        return Ok(0);
+    }
+    println!(
+        "{}: {:.3} ms on {} ({} kernels)",
+        a.file.display(),
+        e.total_ns / 1e6,
+        t.name,
+        e.kernels.len()
+    );
+    println!(
+        "{:<28} {:<13} {:<18} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>6}  bottleneck",
+        "kernel", "kind", "hero", "flops", "bytes", "mxu_us", "vpu_us", "hbm_us", "total_us", "x"
+    );
+    for r in &e.kernels {
+        println!(
+            "{:<28} {:<13} {:<18} {:>12.3e} {:>12.3e} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>6}  {:?}",
+            r.name,
+            r.kind,
+            r.hero,
+            r.flops,
+            r.bytes,
+            r.mxu_ns / 1e3,
+            r.vpu_ns / 1e3,
+            r.hbm_ns / 1e3,
+            r.total_ns / 1e3,
+            r.multiplier,
+            r.bottleneck
+        );
+    }
+    for w in &e.warnings {
+        println!("note: {w}");
+    }
+    Ok(0)
+}
+
+pub fn explain_cmd(a: ExplainArgs) -> Result<i32> {
+    let t = target(&a.tpu, false)?;
+    let Some(c) = compiled(&a.file, &a.config)? else {
+        return Ok(1);
+    };
+    let tile = tiles_of(&c).remove(&a.kernel).unwrap_or_default();
+    match explain_kernel(&c.module, &t, &a.kernel, &tile) {
+        Ok(s) => {
+            print!("{s}");
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("{}: error: {e}", a.file.display());
+            Ok(1)
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! `tpusim generate`: HLO modules → TpuGraphs samples.
+//!
+//! * **tile**: every kernel of the default compilation becomes one file
+//!   `npz/tile/xla/{split}/<module>_<fingerprint>.npz` holding the kernel's graph, sampled
+//!   tile configurations (24 features each), their modelled runtimes and the default
+//!   tile's runtime as normaliser.
+//! * **layout**: every module becomes one file
+//!   `npz/layout/{source}/{search}/{split}/<module>.npz` holding the whole program graph,
+//!   its configurable nodes, sampled layout configurations (nc × 18 features each, −1 =
+//!   compiler's choice) and the program runtime of each, from the incremental
+//!   [`LayoutEvaluator`](super::layout_eval::LayoutEvaluator).
+//!
+//! Work is split across machines with `--shard i/n` (module `k` of the sorted input list
+//! goes to shard `k mod n`) and across threads with rayon; every item draws its random
+//! numbers from a seed derived from the run seed and the item's name, so the output is
+//! byte-identical whatever the thread count. Existing complete files are skipped, so an
+//! interrupted run resumes where it stopped.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use super::config_feat::{
+    layout_config_features, tile_config_features, LayoutConfig, TileSizeConfig,
+};
+use super::graph::{encode_graph_with, EncodeOptions};
+use super::kernel_module::{fingerprint, kernel_module};
+use super::layout_eval::{LayoutEvaluator, NodeChoice};
+use super::plan::{item_seed, Noise, Shard, SplitRatios};
+use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
+use crate::ir::{Dims, Module};
+use crate::kernels::lower_kernel_full;
+use crate::passes::{compile, CompilationConfig};
+use crate::tpu::{default_tile, estimate, sample_tiles, SplitMix64, TileConfig, TpuTarget};
+
+/// Layout search mode, as in TpuGraphs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Search {
+    /// Random layouts for every configurable node.
+    Random,
+    /// Perturbations of a few nodes around the compiler's default.
+    Default,
+}
+
+impl Search {
+    pub fn dir(self) -> &'static str {
+        match self {
+            Search::Random => "random",
+            Search::Default => "default",
+        }
+    }
+}
+
+/// Options shared by both collections.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    pub out: PathBuf,
+    pub configs: usize,
+    pub seed: u64,
+    pub target: TpuTarget,
+    pub split: SplitRatios,
+    pub noise: f64,
+    pub shard: Shard,
+    pub pad_minus_one: bool,
+    pub progress: bool,
+    /// Layout collection: `xla` or `nlp`.
+    pub source: String,
+    pub search: Search,
+}
+
+/// Per-file statistics.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileStats {
+    pub file: String,
+    pub configs: usize,
+    pub nodes: usize,
+    /// Slowest / fastest runtime.
+    pub max_min_ratio: f64,
+    /// Whether the default configuration (row 0) is the fastest.
+    pub default_is_best: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GenReport {
+    pub modules: usize,
+    pub files_written: usize,
+    pub files_skipped: usize,
+    pub configs: u64,
+    pub seconds: f64,
+    pub configs_per_second: f64,
+    pub notes: Vec<String>,
+    pub files: Vec<FileStats>,
+}
+
+/// A module to process.
+pub struct Input {
+    pub name: String,
+    pub module: Module,
+}
+
+fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(
+        Some(len),
+        if enabled {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        },
+    );
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} {per_sec} ETA {eta}")
+    {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(what.to_string());
+    pb
+}
+
+fn tile_size_config(t: &TileConfig) -> TileSizeConfig {
+    TileSizeConfig {
+        kernel_bounds: t.kernel_bounds.clone(),
+        output_bounds: t.output_bounds.clone(),
+        input_bounds: t.input_bounds.clone(),
+    }
+}
+
+fn stats(file: &Path, runtimes: &[i64], nodes: usize) -> FileStats {
+    let min = runtimes.iter().copied().min().unwrap_or(1).max(1);
+    let max = runtimes.iter().copied().max().unwrap_or(1);
+    FileStats {
+        file: file.display().to_string(),
+        configs: runtimes.len(),
+        nodes,
+        max_min_ratio: max as f64 / min as f64,
+        default_is_best: runtimes.first().is_some_and(|&d| d == min),
+    }
+}
+
+/// The tile collection.
+pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
+    let start = Instant::now();
+    let mut report = GenReport::default();
+    let configs_done = AtomicU64::new(0);
+    let pb = progress_bar(o.progress, 0, "tile kernels");
+    let noise = Noise { sigma: o.noise };
+    let enc = EncodeOptions {
+        pad_minus_one: o.pad_minus_one,
+        ..Default::default()
+    };
+    for (mi, input) in inputs.iter().enumerate() {
+        if !o.shard.takes(mi) {
+            continue;
+        }
+        report.modules += 1;
+        let split = o.split.assign(&input.name);
+        let dir = o.out.join("npz/tile/xla").join(split.dir());
+        std::fs::create_dir_all(&dir)?;
+        let compiled = compile(&input.module, &CompilationConfig::default())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
+        let cm = &compiled.module;
+        // Distinct kernels by fingerprint, in execution order.
+        let mut seen = HashSet::new();
+        let mut work = Vec::new();
+        for k in &compiled.kernels {
+            let id = petgraph::stable_graph::NodeIndex::new(k.instruction as usize);
+            let km = kernel_module(cm, k.computation, id);
+            let fp = fingerprint(&km);
+            if seen.insert(fp) {
+                work.push((k, id, km, fp));
+            }
+        }
+        pb.inc_length(work.len() as u64);
+        let results: Vec<anyhow::Result<Option<(bool, FileStats)>>> = work
+            .par_iter()
+            .map(|(k, id, km, fp)| {
+                let stem = format!("{}_{fp:016x}", input.name);
+                let path = dir.join(format!("{stem}.npz"));
+                pb.inc(1);
+                let Some(lk) = lower_kernel_full(cm, k.computation, *id)
+                    .map_err(|e| anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name))?
+                else {
+                    return Ok(None);
+                };
+                if path.exists() {
+                    return Ok(Some((false, stats(&path, &[], 0))));
+                }
+                let desc = &lk.desc;
+                let seed = item_seed(o.seed, &stem);
+                let def = default_tile(desc, &o.target);
+                let Ok(def_est) = estimate(desc, &def, &o.target) else {
+                    return Ok(None);
+                };
+                let mut cfgs = vec![def.clone()];
+                for t in sample_tiles(desc, &o.target, o.configs.saturating_sub(1) + 1, seed) {
+                    if cfgs.len() >= o.configs {
+                        break;
+                    }
+                    if t != def {
+                        cfgs.push(t);
+                    }
+                }
+                let mut feat = Vec::with_capacity(cfgs.len() * TILE_CONFIG_FEATURES);
+                let mut runtime = Vec::with_capacity(cfgs.len());
+                let mut norm = Vec::with_capacity(cfgs.len());
+                for (j, t) in cfgs.iter().enumerate() {
+                    let Ok(e) = estimate(desc, t, &o.target) else {
+                        continue;
+                    };
+                    feat.extend_from_slice(&tile_config_features(&tile_size_config(t)));
+                    runtime.push(noise.apply(e.total_ns, seed, 2 * j as u64));
+                    norm.push(noise.apply(def_est.total_ns, seed, 2 * j as u64 + 1));
+                }
+                // The official loaders drop kernels with fewer than two configurations.
+                if runtime.len() < 2 {
+                    return Ok(None);
+                }
+                let g = encode_graph_with(km, &enc)?;
+                write_tile_npz(&path, &g, &feat, &runtime, &norm)?;
+                configs_done.fetch_add(runtime.len() as u64, Ordering::Relaxed);
+                Ok(Some((true, stats(&path, &runtime, g.num_nodes()))))
+            })
+            .collect();
+        for r in results {
+            match r? {
+                Some((true, s)) => {
+                    report.files_written += 1;
+                    report.files.push(s);
+                }
+                Some((false, _)) => report.files_skipped += 1,
+                None => {}
+            }
+        }
+    }
+    pb.finish_and_clear();
+    finish(&mut report, start, configs_done.load(Ordering::Relaxed));
+    Ok(report)
+}
+
+fn finish(report: &mut GenReport, start: Instant, configs: u64) {
+    report.configs = configs;
+    report.seconds = start.elapsed().as_secs_f64();
+    report.configs_per_second = if report.seconds > 0.0 {
+        configs as f64 / report.seconds
+    } else {
+        0.0
+    };
+}
+
+fn random_perm(rng: &mut SplitMix64, rank: usize) -> Dims {
+    let mut v: Dims = (0..rank as i64).collect();
+    for i in (1..rank).rev() {
+        let j = rng.below(i + 1);
+        v.swap(i, j);
+    }
+    v
+}
+
+/// Sample `count` distinct layout configurations (row 0 = the compiler's default).
+pub fn sample_layouts(
+    ev: &LayoutEvaluator,
+    search: Search,
+    count: usize,
+    seed: u64,
+) -> Vec<Vec<NodeChoice>> {
+    let n = ev.nodes.len();
+    let mut rng = SplitMix64::new(seed);
+    let mut out = vec![vec![NodeChoice::default(); n]];
+    let mut seen: HashSet<Vec<NodeChoice>> = HashSet::new();
+    seen.insert(out[0].clone());
+    let mut tries = 0;
+    while out.len() < count && tries < count * 50 {
+        tries += 1;
+        let mut cfg = vec![NodeChoice::default(); n];
+        match search {
+            Search::Random => {
+                for (c, node) in cfg.iter_mut().zip(&ev.nodes) {
+                    let [ro, ri, rk] = node.ranks;
+                    c.output = (ro > 0).then(|| random_perm(&mut rng, ro));
+                    c.input = (ri > 0).then(|| random_perm(&mut rng, ri));
+                    let has_kernel = matches!(
+                        node.opcode,
+                        crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
+                    );
+                    c.kernel = (rk > 0 && has_kernel).then(|| random_perm(&mut rng, rk));
+                }
+            }
+            Search::Default => {
+                let k = 1 + rng.below(3.min(n.max(1)));
+                for _ in 0..k {
+                    let i = rng.below(n);
+                    let node = &ev.nodes[i];
+                    let which = rng.below(3);
+                    let rank = node.ranks[which];
+                    if rank < 2 {
+                        continue;
+                    }
+                    let p = random_perm(&mut rng, rank);
+                    match which {
+                        0 => cfg[i].output = Some(p),
+                        1 => cfg[i].input = Some(p),
+                        _ => cfg[i].kernel = Some(p),
+                    }
+                }
+            }
+        }
+        if seen.insert(cfg.clone()) {
+            out.push(cfg);
+        }
+    }
+    out
+}
+
+/// The layout collection.
+pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
+    let start = Instant::now();
+    let mut report = GenReport::default();
+    let mut configs_done = 0u64;
+    let noise = Noise { sigma: o.noise };
+    let enc = EncodeOptions {
+        pad_minus_one: o.pad_minus_one,
+        ..Default::default()
+    };
+    let pb = progress_bar(o.progress, 0, "layout configs");
+    for (mi, input) in inputs.iter().enumerate() {
+        if !o.shard.takes(mi) {
+            continue;
+        }
+        report.modules += 1;
+        let split = o.split.assign(&input.name);
+        let dir = o
+            .out
+            .join("npz/layout")
+            .join(&o.source)
+            .join(o.search.dir())
+            .join(split.dir());
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{}.npz", input.name));
+        if path.exists() {
+            report.files_skipped += 1;
+            continue;
+        }
+        let ev = LayoutEvaluator::new(&input.module, &o.target)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
+        if ev.nodes.is_empty() {
+            report.notes.push(format!(
+                "{}: no configurable nodes; no layout file",
+                input.name
+            ));
+            continue;
+        }
+        let g = encode_graph_with(&input.module, &enc)?;
+        let ids: Vec<i64> = ev
+            .nodes
+            .iter()
+            .map(|n| g.node_of(n.comp, n.instr).map(|x| x as i64).unwrap_or(-1))
+            .collect();
+        let seed = item_seed(o.seed, &input.name);
+        let cfgs = sample_layouts(&ev, o.search, o.configs.max(1), seed);
+        pb.inc_length(cfgs.len() as u64);
+        // Evaluate in parallel chunks, each with its own evaluator caches.
+        let chunk = cfgs
+            .len()
+            .div_ceil(rayon::current_num_threads().max(1))
+            .max(1);
+        let parts: Vec<Vec<f64>> = cfgs
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut local = ev.clone_empty();
+                part.iter()
+                    .map(|c| {
+                        pb.inc(1);
+                        local.runtime_ns(c)
+                    })
+                    .collect()
+            })
+            .collect();
+        let runtimes: Vec<i64> = parts
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .map(|(j, ns)| noise.apply(ns, seed, j as u64))
+            .collect();
+        write_layout_npz(&path, &g, &ids, &runtimes, |j, row| {
+            for c in &cfgs[j] {
+                let lc = LayoutConfig {
+                    output: c.output.as_ref().map(|d| d.to_vec()),
+                    input: c.input.as_ref().map(|d| d.to_vec()),
+                    kernel: c.kernel.as_ref().map(|d| d.to_vec()),
+                };
+                row.extend_from_slice(&layout_config_features(&lc));
+            }
+        })?;
+        configs_done += runtimes.len() as u64;
+        report.files_written += 1;
+        report.files.push(stats(&path, &runtimes, g.num_nodes()));
+    }
+    pb.finish_and_clear();
+    finish(&mut report, start, configs_done);
+    Ok(report)
+}
