@@ -1,5 +1,21 @@
-fn main() {
-    // Protobuf definitions are compiled by the `proto` module's build step
-    // (added with the binary-inputs issue).
+//! Build script: compiles the minimal protobuf definitions in `proto/` with
+//! prost-build, using the `protoc` binary vendored by `protoc-bin-vendored`
+//! so that a fresh machine needs no system protoc.
+
+use std::io::Result;
+
+fn main() -> Result<()> {
+    const PROTOS: [&str; 3] = ["proto/xla_data.proto", "proto/hlo.proto", "proto/tuning.proto"];
+    for p in PROTOS {
+        println!("cargo:rerun-if-changed={p}");
+    }
     println!("cargo:rerun-if-changed=build.rs");
+
+    let protoc = protoc_bin_vendored::protoc_bin_path().map_err(std::io::Error::other)?;
+    let mut config = prost_build::Config::new();
+    config.protoc_executable(protoc);
+    // Deterministic iteration order for maps (frontend_attributes).
+    config.btree_map(["."]);
+    config.compile_protos(&PROTOS, &["proto/"])?;
+    Ok(())
 }

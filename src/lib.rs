@@ -7,3 +7,4 @@
 
 pub mod ir;
 pub mod hlo;
+pub mod proto;
