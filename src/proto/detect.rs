@@ -186,9 +186,7 @@ fn varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
 }
 
 fn printable(s: &[u8]) -> bool {
-    !s.is_empty()
-        && std::str::from_utf8(s).is_ok()
-        && s.iter().all(|&b| b >= 0x20 && b != 0x7f)
+    !s.is_empty() && std::str::from_utf8(s).is_ok() && s.iter().all(|&b| b >= 0x20 && b != 0x7f)
 }
 
 fn looks_like_module(fields: &[(u64, Value<'_>)]) -> bool {
@@ -246,7 +244,10 @@ mod tests {
     fn text_is_text() {
         assert_eq!(detect(b"HloModule m\n\nENTRY e {}"), InputKind::HloText);
         assert_eq!(detect(b"  // comment\nENTRY e {}"), InputKind::HloText);
-        assert_eq!(detect(b"\n\x0bjit__lambda\x12\x06main.3"), InputKind::HloModuleProto);
+        assert_eq!(
+            detect(b"\n\x0bjit__lambda\x12\x06main.3"),
+            InputKind::HloModuleProto
+        );
         assert_eq!(detect(b""), InputKind::Unknown);
         assert_eq!(detect(b"   \n"), InputKind::Unknown);
         assert_eq!(detect(&[0xff, 0xff, 0xff]), InputKind::Unknown);

@@ -179,7 +179,12 @@ fn summarize_module(index: usize, m: &ModuleTuning) -> ModuleSummary {
         .count();
 
     let mut runtime: Option<RuntimeRange> = None;
-    for (i, t) in m.runs.iter().enumerate().filter_map(|(i, r)| Some((i, r.measured()?))) {
+    for (i, t) in m
+        .runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((i, r.measured()?)))
+    {
         let r = runtime.get_or_insert(RuntimeRange {
             min_ns: t,
             min_run: i,
@@ -203,7 +208,9 @@ fn summarize_module(index: usize, m: &ModuleTuning) -> ModuleSummary {
         0 | 1 => {}
         n => warnings.push(format!("{n} runs marked default")),
     }
-    let default_time_ns = default_run.and_then(|i| m.runs.get(i)).and_then(|r| r.measured());
+    let default_time_ns = default_run
+        .and_then(|i| m.runs.get(i))
+        .and_then(|r| r.measured());
     if default_run.is_some() && default_time_ns.is_none() {
         warnings.push("default run has an error or no profile".to_string());
     }

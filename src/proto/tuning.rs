@@ -21,7 +21,10 @@ use super::xla;
 pub const MAX_NODE_TENSORS: usize = 3;
 
 /// One `tpu_graphs.ModuleTuningData`: a module and its measured runs.
-#[derive(Debug, Clone, PartialEq, Default)]
+///
+/// Equality compares the modules by their protobuf encoding (bitwise), so a
+/// module with NaN constants equals itself.
+#[derive(Debug, Clone, Default)]
 pub struct ModuleTuning {
     /// The program (whole graph for layout data, one kernel for tile data);
     /// `None` if the file has no module.
@@ -34,6 +37,19 @@ pub struct ModuleTuning {
     /// instruction order: computations in file order, instructions in file
     /// order) configured by `nodes[k]` of every layout run.
     pub config_index_to_node: Vec<u64>,
+}
+
+impl PartialEq for ModuleTuning {
+    fn eq(&self, other: &Self) -> bool {
+        self.fingerprint == other.fingerprint
+            && self.runs == other.runs
+            && self.config_index_to_node == other.config_index_to_node
+            && match (&self.module, &other.module) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.encode_to_vec() == b.encode_to_vec(),
+                _ => false,
+            }
+    }
 }
 
 /// One `tpu_graphs.TuningData`: many kernels (tile data).
