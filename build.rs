@@ -5,7 +5,11 @@
 use std::io::Result;
 
 fn main() -> Result<()> {
-    const PROTOS: [&str; 3] = ["proto/xla_data.proto", "proto/hlo.proto", "proto/tuning.proto"];
+    const PROTOS: [&str; 3] = [
+        "proto/xla_data.proto",
+        "proto/hlo.proto",
+        "proto/tuning.proto",
+    ];
     for p in PROTOS {
         println!("cargo:rerun-if-changed={p}");
     }
