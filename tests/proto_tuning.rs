@@ -378,10 +378,10 @@ fn single_module_layout_file_from_tuning_enum() {
 #[test]
 fn nan_constants_compare_equal() {
     let mut m = hand_module();
-    m.computations[0].instructions[0].literal = Some(xla::LiteralProto {
+    m.computations[0].instructions[0].literal = Some(Box::new(xla::LiteralProto {
         f32s: vec![f32::NAN],
         ..Default::default()
-    });
+    }));
     let t = ModuleTuning {
         module: Some(m.clone()),
         ..ModuleTuning::default()

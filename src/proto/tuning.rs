@@ -60,6 +60,8 @@ pub struct TuningSet {
 }
 
 /// Either kind of tuning file, as returned by [`read_tuning`].
+// One value per file: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tuning {
     /// A `ModuleTuningData` file (layout data).
