@@ -71,6 +71,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function(format!("decode_scaled_{}KB", big.len() / 1024), |b| {
         b.iter(|| read_hlo_module_proto(std::hint::black_box(&big)).unwrap())
     });
+    g.bench_function(format!("view_scaled_{}KB", big.len() / 1024), |b| {
+        b.iter(|| tpusim::proto::ModuleView::decode(std::hint::black_box(&big)).unwrap())
+    });
     g.finish();
 
     // A layout tuning file: the module plus 1000 runs over 64 nodes.

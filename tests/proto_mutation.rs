@@ -7,7 +7,7 @@ mod proto_common;
 use proto_common::{corpus_pbs, jax_corpus, synthetic_layout, synthetic_tiles, Rng};
 use tpusim::proto::{
     detect, inspect_bytes, read_hlo_module_proto, read_module_tuning, read_tuning, read_tuning_set,
-    write_module_tuning, write_tuning_set, ProtoError,
+    write_module_tuning, write_tuning_set, ModuleView, ProtoError,
 };
 
 #[derive(Default, Debug)]
@@ -26,6 +26,21 @@ fn run_all(bytes: &[u8], tuning: bool, t: &mut Tally) {
     let td = read_tuning_set(bytes);
     let any = read_tuning(bytes);
     let _ = inspect_bytes(bytes);
+    if let Ok(v) = ModuleView::decode(bytes) {
+        // on-demand attribute decoding must not panic either
+        for i in v.computations.iter().flat_map(|c| c.instructions.iter()) {
+            let _ = i.message::<tpusim::proto::xla::Window>(15);
+            let _ = i.message::<tpusim::proto::xla::LiteralProto>(8);
+            let _ = (
+                i.int(25),
+                i.float(24),
+                i.string(63),
+                i.ints(34),
+                i.shapes(57),
+            );
+        }
+        let _ = v.entry_index();
+    }
     let rejected = if tuning {
         any.is_err()
     } else {

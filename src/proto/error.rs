@@ -26,6 +26,16 @@ pub enum ProtoError {
         /// The decoder's description of the first problem.
         err: prost::DecodeError,
     },
+    /// The fast HloModuleProto reader found malformed wire data.
+    #[error("not a valid {what} (truncated or corrupt file?): {context}: {err}")]
+    Malformed {
+        /// Message type being read.
+        what: &'static str,
+        /// Where: computation / instruction / field.
+        context: String,
+        /// Wire-level problem.
+        err: super::wire::WireError,
+    },
     /// The file holds a different kind of input than the caller asked for.
     #[error("expected {expected}, but the content looks like {found}")]
     WrongKind {

@@ -10,6 +10,8 @@ pub mod detect;
 pub mod error;
 pub mod inspect;
 pub mod tuning;
+pub mod view;
+pub mod wire;
 
 pub use detect::{detect, InputKind};
 pub use error::ProtoError;
@@ -20,6 +22,7 @@ pub use tuning::{
     write_tuning_set, LayoutConfig, ModuleTuning, NodeLayout, Profile, Run, RunConfig, TileConfig,
     Tuning, TuningSet,
 };
+pub use view::{ComputationView, InstructionView, LayoutView, ModuleView, ShapeView};
 
 /// Generated messages of the `xla` package (HLO module, shapes, layouts, ...).
 #[allow(missing_docs, clippy::all, clippy::pedantic, rustdoc::all)]
