@@ -5,6 +5,6 @@
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
-pub mod ir;
 pub mod hlo;
+pub mod ir;
 pub mod proto;

@@ -1,1 +1,14 @@
+//! The intermediate representation: modules of computations, each a petgraph graph of
+//! instructions with typed shapes, layouts and attributes.
+
+pub mod attrs;
+pub mod module;
+pub mod opcode;
 pub mod shape;
+pub mod types;
+
+pub use attrs::*;
+pub use module::*;
+pub use opcode::{Opcode, ALL_OPCODES};
+pub use shape::*;
+pub use types::PrimitiveType;

@@ -1,1 +1,294 @@
+//! Shapes and layouts: array shapes with optional (tiled) layouts, and tuples.
 
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+use super::types::PrimitiveType;
+
+/// Dimension list; most HLO tensors have rank ≤ 6.
+pub type Dims = SmallVec<[i64; 6]>;
+
+/// Size stored for an unbounded dynamic dimension (`?`), as in XLA.
+pub const UNBOUNDED_DIM: i64 = i64::MIN;
+
+/// One tile of a tiled layout, e.g. `(8,128)`; `*` (combine) is stored as -1.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Tile {
+    pub dims: SmallVec<[i64; 4]>,
+}
+
+/// A physical layout: `{minor_to_major : T(..)(..) L(n) E(n) S(n) ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Layout {
+    /// Physical dimension order, most-minor first.
+    pub minor_to_major: Dims,
+    /// Tiles, outermost first (`T(8,128)(2,1)` = two tiles).
+    pub tiles: SmallVec<[Tile; 2]>,
+    /// `L(n)`: tail padding alignment in elements (0 = unset).
+    pub tail_padding_alignment: i64,
+    /// `E(n)`: element size in bits (0 = the type's natural size).
+    pub element_size_in_bits: i64,
+    /// `S(n)`: memory space (0 = default).
+    pub memory_space: i64,
+    /// Rare layout items kept verbatim (`D(..)`, `#(..)`, `*(..)`, `SC(..)`, `P(..)`,
+    /// `M(..)`), each with its own letter prefix, in order.
+    pub extra: SmallVec<[String; 1]>,
+}
+
+impl Layout {
+    /// Default (row-major) layout for a rank: minor_to_major = rank-1, ..., 0.
+    pub fn row_major(rank: usize) -> Self {
+        Layout {
+            minor_to_major: (0..rank as i64).rev().collect(),
+            ..Default::default()
+        }
+    }
+
+    /// True if only minor_to_major is set (no tiles or other items).
+    pub fn is_plain(&self) -> bool {
+        self.tiles.is_empty()
+            && self.tail_padding_alignment == 0
+            && self.element_size_in_bits == 0
+            && self.memory_space == 0
+            && self.extra.is_empty()
+    }
+}
+
+/// An array shape: element type, dimensions, dynamic flags and an optional layout.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ArrayShape {
+    pub element_type: PrimitiveType,
+    /// Sizes; for a bounded dynamic dim (`<=N`) the bound N, for `?` [`UNBOUNDED_DIM`].
+    pub dims: Dims,
+    /// Bit i set = dim i is dynamic (`<=N` or `?`).
+    pub dynamic_mask: u64,
+    pub layout: Option<Layout>,
+}
+
+/// An HLO shape.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Shape {
+    Array(ArrayShape),
+    Tuple(Vec<Shape>),
+    /// `b(shape)`: a buffer shape (rare, 2026).
+    Buffer(Box<Shape>),
+}
+
+impl ArrayShape {
+    pub fn new(element_type: PrimitiveType, dims: &[i64]) -> Self {
+        ArrayShape {
+            element_type,
+            dims: dims.iter().copied().collect(),
+            dynamic_mask: 0,
+            layout: None,
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims.len()
+    }
+
+    /// Product of the dims (bounds for dynamic dims; unbounded counts as 1); 1 for scalars.
+    pub fn element_count(&self) -> u64 {
+        self.dims
+            .iter()
+            .map(|&d| if d < 0 { 1 } else { d as u64 })
+            .fold(1u64, |a, b| a.saturating_mul(b))
+    }
+
+    pub fn is_dynamic_dim(&self, i: usize) -> bool {
+        i < 64 && (self.dynamic_mask >> i) & 1 == 1
+    }
+
+    /// minor_to_major of the layout, or row-major when none is set.
+    pub fn minor_to_major(&self) -> Dims {
+        match &self.layout {
+            Some(l) if l.minor_to_major.len() == self.dims.len() => l.minor_to_major.clone(),
+            _ => (0..self.dims.len() as i64).rev().collect(),
+        }
+    }
+
+    /// Bytes as XLA's `ShapeUtil::ByteSizeOf` (ignores tiles; packed if `E(n)` is set).
+    pub fn byte_size(&self) -> u64 {
+        let n = self.element_count();
+        match &self.layout {
+            Some(l) if l.element_size_in_bits > 0 => {
+                (n.saturating_mul(l.element_size_in_bits as u64)).div_ceil(8)
+            }
+            _ => n.saturating_mul(self.element_type.byte_size()),
+        }
+    }
+
+    /// Bytes with tiled-layout padding (XLA's `ArraySize`): the first tile pads the
+    /// most-minor physical dims; L(n) rounds the element count.
+    pub fn padded_byte_size(&self) -> u64 {
+        let layout = match &self.layout {
+            Some(l) if !l.tiles.is_empty() => l,
+            _ => return self.byte_size(),
+        };
+        let m2m = self.minor_to_major();
+        let tile = &layout.tiles[0].dims;
+        let r = tile.len();
+        let mut count: u64 = 1;
+        for (i, &d) in m2m.iter().enumerate() {
+            let size = self.dims.get(d as usize).copied().unwrap_or(1).max(0) as u64;
+            let padded = if i < r {
+                let t = tile[r - 1 - i];
+                if t > 0 {
+                    size.div_ceil(t as u64) * t as u64
+                } else {
+                    size
+                }
+            } else {
+                size
+            };
+            count = count.saturating_mul(padded);
+        }
+        // Tile dims beyond the rank count as size-1 dims padded to the tile.
+        for i in m2m.len()..r {
+            let t = tile[r - 1 - i];
+            if t > 0 {
+                count = count.saturating_mul(t as u64);
+            }
+        }
+        if layout.tail_padding_alignment > 0 {
+            let a = layout.tail_padding_alignment as u64;
+            count = count.div_ceil(a) * a;
+        }
+        if layout.element_size_in_bits > 0 {
+            (count.saturating_mul(layout.element_size_in_bits as u64)).div_ceil(8)
+        } else {
+            count.saturating_mul(self.element_type.byte_size())
+        }
+    }
+}
+
+impl Shape {
+    pub fn array(element_type: PrimitiveType, dims: &[i64]) -> Self {
+        Shape::Array(ArrayShape::new(element_type, dims))
+    }
+
+    pub fn scalar(element_type: PrimitiveType) -> Self {
+        Shape::array(element_type, &[])
+    }
+
+    pub fn as_array(&self) -> Option<&ArrayShape> {
+        match self {
+            Shape::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn as_array_mut(&mut self) -> Option<&mut ArrayShape> {
+        match self {
+            Shape::Array(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn is_tuple(&self) -> bool {
+        matches!(self, Shape::Tuple(_))
+    }
+
+    /// Element type (`Tuple` for tuples, `Buffer` for buffer shapes).
+    pub fn element_type(&self) -> PrimitiveType {
+        match self {
+            Shape::Array(a) => a.element_type,
+            Shape::Tuple(_) => PrimitiveType::Tuple,
+            Shape::Buffer(_) => PrimitiveType::Buffer,
+        }
+    }
+
+    /// Dims of an array shape; empty for tuples.
+    pub fn dims(&self) -> &[i64] {
+        match self {
+            Shape::Array(a) => &a.dims,
+            _ => &[],
+        }
+    }
+
+    pub fn rank(&self) -> usize {
+        self.dims().len()
+    }
+
+    /// Element count of an array shape (1 for scalars), 0 for tuples.
+    pub fn element_count(&self) -> u64 {
+        match self {
+            Shape::Array(a) => a.element_count(),
+            _ => 0,
+        }
+    }
+
+    /// Tuple element `i`.
+    pub fn tuple_element(&self, i: usize) -> Option<&Shape> {
+        match self {
+            Shape::Tuple(v) => v.get(i),
+            _ => None,
+        }
+    }
+
+    /// Sub-shape at a shape index (`{}` = self).
+    pub fn subshape(&self, index: &[i64]) -> Option<&Shape> {
+        let mut s = self;
+        for &i in index {
+            s = s.tuple_element(usize::try_from(i).ok()?)?;
+        }
+        Some(s)
+    }
+
+    /// Array leaves in depth-first order.
+    pub fn leaves(&self) -> Vec<&ArrayShape> {
+        let mut out = Vec::new();
+        fn walk<'a>(s: &'a Shape, out: &mut Vec<&'a ArrayShape>) {
+            match s {
+                Shape::Array(a) => out.push(a),
+                Shape::Tuple(v) => v.iter().for_each(|e| walk(e, out)),
+                Shape::Buffer(b) => walk(b, out),
+            }
+        }
+        walk(self, &mut out);
+        out
+    }
+
+    /// Σ ByteSizeOf over array leaves (tuple index tables excluded), as XLA's 2026
+    /// cost analysis counts outputs.
+    pub fn leaf_byte_size(&self) -> u64 {
+        self.leaves().iter().map(|a| a.byte_size()).sum()
+    }
+
+    /// Same shape ignoring layouts (element type, dims, dynamic flags, tuple structure).
+    pub fn compatible(&self, other: &Shape) -> bool {
+        match (self, other) {
+            (Shape::Array(a), Shape::Array(b)) => {
+                a.element_type == b.element_type && a.dims == b.dims
+            }
+            (Shape::Tuple(a), Shape::Tuple(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.compatible(y))
+            }
+            (Shape::Buffer(a), Shape::Buffer(b)) => a.compatible(b),
+            _ => false,
+        }
+    }
+
+    /// Fill a row-major layout into every array leaf that has none.
+    pub fn fill_default_layouts(&mut self) {
+        match self {
+            Shape::Array(a) => {
+                if a.layout.is_none() && a.element_type.is_array() {
+                    a.layout = Some(Layout::row_major(a.rank()));
+                }
+            }
+            Shape::Tuple(v) => v.iter_mut().for_each(|s| s.fill_default_layouts()),
+            Shape::Buffer(b) => b.fill_default_layouts(),
+        }
+    }
+
+    /// Remove all layouts (recursively).
+    pub fn clear_layouts(&mut self) {
+        match self {
+            Shape::Array(a) => a.layout = None,
+            Shape::Tuple(v) => v.iter_mut().for_each(|s| s.clear_layouts()),
+            Shape::Buffer(b) => b.clear_layouts(),
+        }
+    }
+}

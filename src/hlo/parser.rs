@@ -1,0 +1,867 @@
+//! HLO text → IR: the pest grammar (`grammar/hlo.pest`) plus a builder that resolves
+//! names, types attributes and checks what XLA's parser checks.
+
+use pest::iterators::Pair;
+use pest::Parser;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+use super::attrs::{self as av, ValueError};
+use super::error::HloError;
+use crate::ir::*;
+
+#[derive(pest_derive::Parser)]
+#[grammar = "../grammar/hlo.pest"]
+struct HloGrammar;
+
+/// Deepest bracket nesting accepted before parsing (real HLO nests < 20 deep).
+pub const MAX_NESTING: usize = 256;
+
+/// Parse one HLO module from text. `file` is used in error messages only.
+pub fn parse_module(file: &str, src: &str) -> Result<Module, HloError> {
+    check_nesting(file, src)?;
+    let mut pairs = HloGrammar::parse(Rule::module, src).map_err(|e| pest_error(file, src, e))?;
+    let module = match pairs.next() {
+        Some(p) => p,
+        None => return Err(HloError::whole_file(file, "empty input")),
+    };
+    Builder { file, src }.module(module)
+}
+
+/// Split a file on lines that are exactly `// -----` (XLA's lit-test convention) and
+/// return each part that holds something other than comments, with the line it starts on.
+pub fn split_modules(src: &str) -> Vec<(usize, &str)> {
+    let mut parts = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 1usize;
+    let mut line_no = 1usize;
+    let mut pos = 0usize;
+    for line in src.split_inclusive('\n') {
+        let content = line.strip_suffix('\n').unwrap_or(line);
+        let content = content.strip_suffix('\r').unwrap_or(content);
+        if content == "// -----" {
+            parts.push((start_line, &src[start..pos]));
+            start = pos + line.len();
+            start_line = line_no + 1;
+        }
+        pos += line.len();
+        line_no += 1;
+    }
+    parts.push((start_line, &src[start..]));
+    parts
+        .into_iter()
+        .filter(|(_, p)| {
+            p.lines().any(|l| {
+                let t = l.trim();
+                !t.is_empty() && !t.starts_with("//")
+            })
+        })
+        .collect()
+}
+
+/// Reject inputs nested deeper than [`MAX_NESTING`] before the recursive grammar sees
+/// them (so that 100,000 `{` is an error, not a stack overflow).
+fn check_nesting(file: &str, src: &str) -> Result<(), HloError> {
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'{' | b'(' | b'[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(HloError::at(
+                        file,
+                        src,
+                        i,
+                        format!("brackets nested more than {MAX_NESTING} deep"),
+                    ));
+                }
+            }
+            b'}' | b')' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+fn rule_name(r: &Rule) -> &'static str {
+    match r {
+        Rule::EOI => "end of input",
+        Rule::name => "a name",
+        Rule::ident => "an identifier",
+        Rule::int => "an integer",
+        Rule::string => "a string",
+        Rule::brace => "'{...}'",
+        Rule::paren => "'(...)'",
+        Rule::tuple_shape | Rule::array_shape | Rule::buffer_shape => "a shape",
+        Rule::attribute | Rule::attr_name | Rule::ecl_attr | Rule::literal_attr => {
+            "an attribute (name=value)"
+        }
+        Rule::attr_value => "an attribute value",
+        Rule::header => "'HloModule'",
+        Rule::stack_frames => "a stack-frame section",
+        Rule::computation => "a computation",
+        Rule::entry_kw => "'ENTRY'",
+        Rule::signature => "a signature '(...) -> shape'",
+        Rule::instruction => "an instruction 'name = shape opcode(operands)'",
+        Rule::root_kw => "'ROOT'",
+        Rule::constant_body | Rule::parameter_body | Rule::op_body => "an opcode and operands",
+        Rule::opcode => "an opcode",
+        Rule::operand => "an operand",
+        Rule::program_shape => "a program shape '(...)->shape'",
+        _ => "valid HLO",
+    }
+}
+
+fn pest_error(file: &str, src: &str, e: pest::error::Error<Rule>) -> HloError {
+    use pest::error::{ErrorVariant, InputLocation};
+    let offset = match e.location {
+        InputLocation::Pos(p) => p,
+        InputLocation::Span((a, _)) => a,
+    };
+    let msg = match &e.variant {
+        ErrorVariant::ParsingError { positives, .. } => {
+            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+            names.sort_unstable();
+            names.dedup();
+            let found = src[offset.min(src.len())..]
+                .chars()
+                .take_while(|c| !c.is_whitespace())
+                .take(24)
+                .collect::<String>();
+            let found = if found.is_empty() {
+                "end of input".to_string()
+            } else {
+                format!("'{found}'")
+            };
+            if names.is_empty() {
+                format!("syntax error at {found}")
+            } else {
+                format!("expected {}, found {found}", names.join(" or "))
+            }
+        }
+        ErrorVariant::CustomError { message } => message.clone(),
+    };
+    HloError::at(file, src, offset, msg)
+}
+
+struct Builder<'a> {
+    file: &'a str,
+    src: &'a str,
+}
+
+type P<'i> = Pair<'i, Rule>;
+
+fn strip_pct(s: &str) -> &str {
+    s.strip_prefix('%').unwrap_or(s)
+}
+
+impl<'a> Builder<'a> {
+    fn err_at(&self, offset: usize, msg: impl Into<String>) -> HloError {
+        HloError::at(self.file, self.src, offset, msg)
+    }
+
+    fn value_err(&self, base: usize, e: ValueError) -> HloError {
+        self.err_at(base + e.offset, e.message)
+    }
+
+    fn module(&self, pair: P<'a>) -> Result<Module, HloError> {
+        let mut name: Option<String> = None;
+        let mut attrs = ModuleAttrs::default();
+        let mut stack_frames = None;
+        let mut computations: indexmap::IndexMap<String, Computation> = indexmap::IndexMap::new();
+        let mut entry: Option<CompId> = None;
+        let mut lines = LineCounter::default();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::header => {
+                    let mut inner = p.into_inner();
+                    if let Some(n) = inner.next() {
+                        name = Some(strip_pct(n.as_str()).to_string());
+                    }
+                    for a in inner {
+                        self.module_attr(a, &mut attrs)?;
+                    }
+                }
+                Rule::stack_frames => stack_frames = Some(p.as_str().trim_end().to_string()),
+                Rule::computation => {
+                    let start = p.as_span().start();
+                    let (comp, is_entry) = self.computation(p, &computations, &mut lines)?;
+                    if computations.contains_key(&comp.name) {
+                        return Err(self.err_at(
+                            start,
+                            format!("computation '{}' is defined twice", comp.name),
+                        ));
+                    }
+                    let id = computations.len();
+                    if is_entry {
+                        if entry.is_some() {
+                            return Err(self.err_at(start, "more than one ENTRY computation"));
+                        }
+                        entry = Some(id);
+                    }
+                    computations.insert(comp.name.clone(), comp);
+                }
+                _ => {}
+            }
+        }
+        let entry = match entry {
+            Some(e) => e,
+            None => computations.len().saturating_sub(1),
+        };
+        if computations.is_empty() {
+            return Err(HloError::whole_file(self.file, "module has no computation"));
+        }
+        let name = name.unwrap_or_else(|| format!("module_{}", computations[entry].name));
+        Ok(Module {
+            name,
+            attrs,
+            stack_frames,
+            computations,
+            entry,
+        })
+    }
+
+    fn module_attr(&self, a: P<'a>, attrs: &mut ModuleAttrs) -> Result<(), HloError> {
+        let mut inner = a.into_inner();
+        let first = match inner.next() {
+            Some(i) => i,
+            None => return Ok(()),
+        };
+        match first.as_rule() {
+            Rule::ecl_attr => {
+                let ps = match first.into_inner().next() {
+                    Some(p) => p,
+                    None => return Ok(()),
+                };
+                let mut shapes: Vec<Shape> = Vec::new();
+                for s in ps.into_inner() {
+                    let mut sh = self.shape(s)?;
+                    sh.fill_default_layouts();
+                    shapes.push(sh);
+                }
+                let result = shapes.pop().unwrap_or(Shape::Tuple(vec![]));
+                attrs.entry_computation_layout = Some((shapes, result));
+            }
+            Rule::attr_name => {
+                let n = first.as_str();
+                let n = &n[..n.len() - 1];
+                let v = inner.next().map(|v| v.as_str()).unwrap_or("");
+                if n == "is_scheduled" && v == "true" {
+                    attrs.is_scheduled = true;
+                } else {
+                    attrs.other.push((n.to_string(), v.to_string()));
+                }
+            }
+            _ => {
+                let t = first.as_str();
+                let (k, v) = t.split_once('=').unwrap_or((t, ""));
+                attrs.other.push((k.to_string(), v.trim().to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    fn computation(
+        &self,
+        pair: P<'a>,
+        comps: &indexmap::IndexMap<String, Computation>,
+        lines: &mut LineCounter,
+    ) -> Result<(Computation, bool), HloError> {
+        let start = pair.as_span().start();
+        let mut is_entry = false;
+        let mut comp = Computation::new("");
+        comp.line = lines.line_of(self.src, start) as u32;
+        let mut names: HashMap<&'a str, InstrId> = HashMap::new();
+        let mut explicit_root: Option<InstrId> = None;
+        let mut param_numbers: Vec<(i64, InstrId, usize)> = Vec::new();
+        let mut pending_ctrl: Vec<(InstrId, usize)> = Vec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::entry_kw => is_entry = true,
+                Rule::name => comp.name = strip_pct(p.as_str()).to_string(),
+                Rule::signature => {}
+                Rule::instruction => {
+                    let istart = p.as_span().start();
+                    let (instr, operands, is_root, name) =
+                        self.instruction(p, &comp, &names, comps, lines)?;
+                    if names.contains_key(name) {
+                        return Err(self.err_at(
+                            istart,
+                            format!(
+                                "instruction '{}' is defined twice in computation '{}'",
+                                instr.name, comp.name
+                            ),
+                        ));
+                    }
+                    let pnum = instr.attrs.parameter_number;
+                    let has_ctrl = !instr.attrs.control_predecessors.is_empty();
+                    let id = comp.add(instr, &operands);
+                    names.insert(name, id);
+                    if let Some(n) = pnum {
+                        param_numbers.push((n, id, istart));
+                    }
+                    if has_ctrl {
+                        pending_ctrl.push((id, istart));
+                    }
+                    if is_root {
+                        if explicit_root.is_some() {
+                            return Err(self.err_at(
+                                istart,
+                                format!("computation '{}' has more than one ROOT", comp.name),
+                            ));
+                        }
+                        explicit_root = Some(id);
+                    }
+                }
+                Rule::attribute => {
+                    let mut inner = p.into_inner();
+                    if let (Some(n), Some(v)) = (inner.next(), inner.next()) {
+                        let key = n.as_str();
+                        if key == "execution_thread=" {
+                            let s = av::string(v.as_str())
+                                .map_err(|e| self.value_err(v.as_span().start(), e))?;
+                            comp.execution_thread = Some(s);
+                        } else {
+                            return Err(self.err_at(
+                                n.as_span().start(),
+                                format!(
+                                    "unknown computation attribute '{}'",
+                                    &key[..key.len() - 1]
+                                ),
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Control predecessors must be defined earlier in the same computation.
+        for (id, at) in pending_ctrl {
+            let preds = comp.graph[id].attrs.control_predecessors.clone();
+            for p in preds {
+                match names.get(p.as_str()) {
+                    Some(&pid) if pid.index() < id.index() => {}
+                    _ => {
+                        return Err(self.err_at(
+                            at,
+                            format!("control predecessor '{p}' is not defined before its use"),
+                        ))
+                    }
+                }
+            }
+        }
+        comp.root = match explicit_root.or_else(|| comp.order.last().copied()) {
+            Some(r) => r,
+            None => return Err(self.err_at(start, "computation has no instructions")),
+        };
+        // Parameters must be numbered 0..k-1, each once.
+        param_numbers.sort_by_key(|(n, _, _)| *n);
+        for (i, (n, id, at)) in param_numbers.iter().enumerate() {
+            if *n != i as i64 {
+                let msg = if i > 0 && param_numbers[i - 1].0 == *n {
+                    format!("parameter number {n} is used twice")
+                } else {
+                    format!(
+                        "parameter numbers must be 0..{} without gaps; found {n}",
+                        param_numbers.len().saturating_sub(1)
+                    )
+                };
+                return Err(self.err_at(*at, msg));
+            }
+            comp.params.push(*id);
+        }
+        Ok((comp, is_entry))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn instruction(
+        &self,
+        pair: P<'a>,
+        comp: &Computation,
+        names: &HashMap<&'a str, InstrId>,
+        comps: &indexmap::IndexMap<String, Computation>,
+        lines: &mut LineCounter,
+    ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
+        let start = pair.as_span().start();
+        let (line, col) = lines.line_col(self.src, start);
+        let mut is_root = false;
+        let mut name: &'a str = "";
+        let mut shape: Option<Shape> = None;
+        let mut opcode = Opcode::Tuple;
+        let mut wrapped = None;
+        let mut attrs = Attrs::default();
+        let mut operands: SmallVec<[InstrId; 4]> = SmallVec::new();
+        let mut op_at = start;
+        let mut seen: SmallVec<[&'a str; 8]> = SmallVec::new();
+        let mut attr_pairs: SmallVec<[P<'a>; 8]> = SmallVec::new();
+        for p in pair.into_inner() {
+            match p.as_rule() {
+                Rule::root_kw => is_root = true,
+                Rule::name => name = strip_pct(p.as_str()),
+                Rule::array_shape | Rule::tuple_shape | Rule::buffer_shape => {
+                    shape = Some(self.shape(p)?)
+                }
+                Rule::constant_body => {
+                    opcode = Opcode::Constant;
+                    op_at = p.as_span().start();
+                    if let Some(lit) = p.into_inner().next() {
+                        let t = lit.as_str();
+                        attrs.literal = Some(t[1..t.len() - 1].trim().to_string());
+                    }
+                }
+                Rule::parameter_body => {
+                    opcode = Opcode::Parameter;
+                    op_at = p.as_span().start();
+                    if let Some(n) = p.into_inner().next() {
+                        let v = av::int(n.as_str())
+                            .map_err(|e| self.value_err(n.as_span().start(), e))?;
+                        if v < 0 {
+                            return Err(
+                                self.err_at(n.as_span().start(), "negative parameter number")
+                            );
+                        }
+                        attrs.parameter_number = Some(v);
+                    }
+                }
+                Rule::op_body => {
+                    let mut inner = p.into_inner();
+                    if let Some(o) = inner.next() {
+                        op_at = o.as_span().start();
+                        let t = o.as_str();
+                        match Opcode::from_name(t) {
+                            Some(op) => opcode = op,
+                            None => match async_sugar(t) {
+                                Some((op, w)) => {
+                                    opcode = op;
+                                    wrapped = Some(w)
+                                }
+                                None => {
+                                    return Err(self.err_at(op_at, format!("unknown opcode '{t}'")))
+                                }
+                            },
+                        }
+                    }
+                    for operand in inner {
+                        let oat = operand.as_span().start();
+                        let mut oname = "";
+                        let mut oshape = None;
+                        for q in operand.into_inner() {
+                            match q.as_rule() {
+                                Rule::name => oname = strip_pct(q.as_str()),
+                                _ => oshape = Some((q.as_span().start(), self.shape(q)?)),
+                            }
+                        }
+                        let id = match names.get(oname) {
+                            Some(&id) => id,
+                            None => {
+                                return Err(self.err_at(
+                                    oat,
+                                    format!("operand '{oname}' is not defined (before this use) in computation '{}'", comp.name),
+                                ))
+                            }
+                        };
+                        if let Some((sat, s)) = oshape {
+                            if !s.compatible(&comp.graph[id].shape) {
+                                return Err(self.err_at(
+                                    sat,
+                                    format!("operand shape does not match the shape of '{oname}'"),
+                                ));
+                            }
+                        }
+                        operands.push(id);
+                    }
+                }
+                Rule::attribute => attr_pairs.push(p),
+                _ => {}
+            }
+        }
+        for p in attr_pairs {
+            self.attribute(p, opcode, &mut attrs, &mut seen, comps)?;
+        }
+        if wrapped.is_none() {
+            if let Some(n) = opcode.arity() {
+                if operands.len() != n {
+                    return Err(self.err_at(
+                        op_at,
+                        format!(
+                            "'{}' takes {n} operand{}, found {}",
+                            opcode.name(),
+                            if n == 1 { "" } else { "s" },
+                            operands.len()
+                        ),
+                    ));
+                }
+            }
+        }
+        let shape = match shape {
+            Some(mut s) => {
+                s.fill_default_layouts();
+                s
+            }
+            None => match infer_simple_shape(opcode, &operands, comp) {
+                Some(s) => s,
+                None => {
+                    return Err(self.err_at(
+                        op_at,
+                        format!("'{}' needs an explicit result shape", opcode.name()),
+                    ))
+                }
+            },
+        };
+        let instr = Instruction {
+            name: name.to_string(),
+            opcode,
+            async_wrapped: wrapped,
+            shape,
+            attrs,
+            line,
+            col,
+        };
+        Ok((instr, operands, is_root, name))
+    }
+
+    fn attribute(
+        &self,
+        p: P<'a>,
+        opcode: Opcode,
+        attrs: &mut Attrs,
+        seen: &mut SmallVec<[&'a str; 8]>,
+        comps: &indexmap::IndexMap<String, Computation>,
+    ) -> Result<(), HloError> {
+        let at = p.as_span().start();
+        let mut inner = p.into_inner();
+        let first = match inner.next() {
+            Some(f) => f,
+            None => return Ok(()),
+        };
+        let (key, value, vat) = match first.as_rule() {
+            Rule::attr_name => {
+                let n = first.as_str();
+                let v = inner.next();
+                let (vs, vat) = v
+                    .map(|v| (v.as_str(), v.as_span().start()))
+                    .unwrap_or(("", at));
+                (&n[..n.len() - 1], vs, vat)
+            }
+            Rule::literal_attr => {
+                let t = first.as_str();
+                (
+                    "literal",
+                    t["literal=".len()..].trim(),
+                    at + "literal=".len(),
+                )
+            }
+            _ => {
+                let t = first.as_str();
+                let (k, v) = t.split_once('=').unwrap_or((t, ""));
+                (k, v, at + k.len() + 1)
+            }
+        };
+        if seen.contains(&key) {
+            return Err(self.err_at(at, format!("attribute '{key}' is given twice")));
+        }
+        seen.push(key);
+        let ve = |e: ValueError| self.value_err(vat, e);
+        use Opcode as O;
+        match key {
+            "dimensions" => attrs.dimensions = Some(av::int_list(value).map_err(ve)?),
+            "window" => attrs.window = Some(Box::new(av::window(value).map_err(ve)?)),
+            "dim_labels" => attrs.conv_dims = Some(Box::new(av::dim_labels(value).map_err(ve)?)),
+            "lhs_contracting_dims"
+            | "rhs_contracting_dims"
+            | "lhs_batch_dims"
+            | "rhs_batch_dims" => {
+                let v = av::int_list(value).map_err(ve)?;
+                let d = attrs.dot_dims.get_or_insert_with(Default::default);
+                match key {
+                    "lhs_contracting_dims" => d.lhs_contracting = v,
+                    "rhs_contracting_dims" => d.rhs_contracting = v,
+                    "lhs_batch_dims" => d.lhs_batch = v,
+                    _ => d.rhs_batch = v,
+                }
+            }
+            "slice" if opcode == O::Slice => attrs.slice = Some(av::slice(value).map_err(ve)?),
+            "padding" if opcode == O::Pad => attrs.padding = Some(av::padding(value).map_err(ve)?),
+            "kind" if opcode == O::Fusion => {
+                attrs.fusion_kind =
+                    Some(FusionKind::from_name(value.trim()).ok_or_else(|| {
+                        self.err_at(vat, format!("unknown fusion kind '{value}'"))
+                    })?)
+            }
+            "to_apply"
+            | "calls"
+            | "condition"
+            | "body"
+            | "true_computation"
+            | "false_computation"
+            | "branch_computations"
+            | "called_computations" => self.called(key, value, vat, attrs, comps)?,
+            "select" | "scatter" if opcode == O::SelectAndScatter => {
+                self.called(key, value, vat, attrs, comps)?
+            }
+            "direction" if opcode == O::Compare => {
+                attrs.comparison = Some(Comparison::from_name(value.trim()).ok_or_else(|| {
+                    self.err_at(vat, format!("unknown comparison direction '{value}'"))
+                })?)
+            }
+            "type" if opcode == O::Compare => {
+                attrs.comparison_type = Some(value.trim().to_string())
+            }
+            "index" if opcode == O::GetTupleElement => {
+                attrs.tuple_index = Some(av::int(value).map_err(ve)?)
+            }
+            "iota_dimension" => attrs.iota_dimension = Some(av::int(value).map_err(ve)?),
+            "feature_group_count" => attrs.feature_group_count = Some(av::int(value).map_err(ve)?),
+            "batch_group_count" => attrs.batch_group_count = Some(av::int(value).map_err(ve)?),
+            "fft_type" => attrs.fft_type = Some(value.trim().to_string()),
+            "fft_length" => attrs.fft_length = Some(av::int_list(value).map_err(ve)?),
+            "offset_dims"
+            | "collapsed_slice_dims"
+            | "start_index_map"
+            | "operand_batching_dims"
+            | "start_indices_batching_dims"
+                if opcode == O::Gather =>
+            {
+                let v = av::int_list(value).map_err(ve)?;
+                let g = attrs.gather.get_or_insert_with(Default::default);
+                match key {
+                    "offset_dims" => g.offset_dims = v,
+                    "collapsed_slice_dims" => g.collapsed_slice_dims = v,
+                    "start_index_map" => g.start_index_map = v,
+                    "operand_batching_dims" => g.operand_batching_dims = v,
+                    _ => g.start_indices_batching_dims = v,
+                }
+            }
+            "slice_sizes" if opcode == O::Gather => {
+                attrs
+                    .gather
+                    .get_or_insert_with(Default::default)
+                    .slice_sizes = av::int_list(value).map_err(ve)?
+            }
+            "index_vector_dim" if opcode == O::Gather => {
+                attrs
+                    .gather
+                    .get_or_insert_with(Default::default)
+                    .index_vector_dim = av::int(value).map_err(ve)?
+            }
+            "update_window_dims"
+            | "inserted_window_dims"
+            | "scatter_dims_to_operand_dims"
+            | "input_batching_dims"
+            | "scatter_indices_batching_dims"
+                if opcode == O::Scatter =>
+            {
+                let v = av::int_list(value).map_err(ve)?;
+                let s = attrs.scatter.get_or_insert_with(Default::default);
+                match key {
+                    "update_window_dims" => s.update_window_dims = v,
+                    "inserted_window_dims" => s.inserted_window_dims = v,
+                    "scatter_dims_to_operand_dims" => s.scatter_dims_to_operand_dims = v,
+                    "input_batching_dims" => s.input_batching_dims = v,
+                    _ => s.scatter_indices_batching_dims = v,
+                }
+            }
+            "index_vector_dim" if opcode == O::Scatter => {
+                attrs
+                    .scatter
+                    .get_or_insert_with(Default::default)
+                    .index_vector_dim = av::int(value).map_err(ve)?
+            }
+            "dynamic_slice_sizes" => {
+                attrs.dynamic_slice_sizes = Some(av::int_list(value).map_err(ve)?)
+            }
+            "is_stable" => attrs.is_stable = Some(av::boolean(value).map_err(ve)?),
+            "indices_are_sorted" => {
+                attrs.indices_are_sorted = Some(av::boolean(value).map_err(ve)?)
+            }
+            "unique_indices" => attrs.unique_indices = Some(av::boolean(value).map_err(ve)?),
+            "custom_call_target" => attrs.custom_call_target = Some(av::string(value).map_err(ve)?),
+            "epsilon" => {
+                attrs.epsilon =
+                    Some(value.trim().parse::<f32>().map_err(|_| {
+                        self.err_at(vat, format!("epsilon '{value}' is not a number"))
+                    })?)
+            }
+            "feature_index" => attrs.feature_index = Some(av::int(value).map_err(ve)?),
+            "exponent_bits" => attrs.exponent_bits = Some(av::int(value).map_err(ve)?),
+            "mantissa_bits" => attrs.mantissa_bits = Some(av::int(value).map_err(ve)?),
+            "distribution" => attrs.distribution = Some(value.trim().to_string()),
+            "channel_id" => attrs.channel_id = Some(av::int(value).map_err(ve)?),
+            "k" if opcode == O::TopK => attrs.k = Some(av::int(value).map_err(ve)?),
+            "largest" if opcode == O::TopK => attrs.largest = Some(av::boolean(value).map_err(ve)?),
+            "control-predecessors" => {
+                for (_, n) in av::name_list(value).map_err(ve)? {
+                    attrs.control_predecessors.push(n.to_string());
+                }
+            }
+            "metadata" => attrs.metadata = Some(value.to_string()),
+            "backend_config" => attrs.backend_config = Some(value.to_string()),
+            "sharding" => attrs.sharding = Some(value.to_string()),
+            "frontend_attributes" => attrs.frontend_attributes = Some(value.to_string()),
+            _ => attrs.other.push((key.to_string(), value.to_string())),
+        }
+        Ok(())
+    }
+
+    fn called(
+        &self,
+        key: &str,
+        value: &str,
+        vat: usize,
+        attrs: &mut Attrs,
+        comps: &indexmap::IndexMap<String, Computation>,
+    ) -> Result<(), HloError> {
+        let role = match CallRole::from_attr_name(key) {
+            Some(r) => r,
+            None => return Ok(()),
+        };
+        let trimmed = value.trim_start();
+        if trimmed.starts_with('{') && !role.is_list() {
+            return Err(self.err_at(
+                vat,
+                format!(
+                    "inline computation bodies for '{key}' are not supported; name a computation"
+                ),
+            ));
+        }
+        let names = av::name_list(value).map_err(|e| self.value_err(vat, e))?;
+        for (off, n) in names {
+            match comps.get_index_of(n) {
+                Some(id) => attrs.called.push((role, id)),
+                None => {
+                    return Err(self.err_at(
+                        vat + off,
+                        format!("computation '{n}' is not defined (computations must be defined before use)"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn shape(&self, p: P<'a>) -> Result<Shape, HloError> {
+        match p.as_rule() {
+            Rule::tuple_shape => {
+                let mut v = Vec::new();
+                for q in p.into_inner() {
+                    v.push(self.shape(q)?);
+                }
+                Ok(Shape::Tuple(v))
+            }
+            Rule::buffer_shape => {
+                let q = p.into_inner().next();
+                match q {
+                    Some(q) => Ok(Shape::Buffer(Box::new(self.shape(q)?))),
+                    None => Ok(Shape::Tuple(vec![])),
+                }
+            }
+            _ => self.array_shape(p),
+        }
+    }
+
+    fn array_shape(&self, p: P<'a>) -> Result<Shape, HloError> {
+        let start = p.as_span().start();
+        super::shape_text::array_shape(p.as_str())
+            .map(Shape::Array)
+            .map_err(|e| self.value_err(start, e))
+    }
+}
+
+/// `X-start` / `X-update` / `X-done` sugar for async ops wrapping `X`.
+fn async_sugar(t: &str) -> Option<(Opcode, Opcode)> {
+    for (suffix, op) in [
+        ("-start", Opcode::AsyncStart),
+        ("-update", Opcode::AsyncUpdate),
+        ("-done", Opcode::AsyncDone),
+    ] {
+        if let Some(base) = t.strip_suffix(suffix) {
+            if let Some(w) = Opcode::from_name(base) {
+                return Some((op, w));
+            }
+        }
+    }
+    None
+}
+
+/// Result shape for instructions written without one (elementwise ops and tuples).
+fn infer_simple_shape(op: Opcode, operands: &[InstrId], comp: &Computation) -> Option<Shape> {
+    if op == Opcode::Tuple {
+        return Some(Shape::Tuple(
+            operands
+                .iter()
+                .map(|&o| comp.graph[o].shape.clone())
+                .collect(),
+        ));
+    }
+    if op.is_elementwise() && !operands.is_empty() {
+        let first = &comp.graph[*operands.last()?].shape;
+        let mut s = match op {
+            Opcode::Select | Opcode::Clamp => comp.graph[*operands.last()?].shape.clone(),
+            _ => comp.graph[operands[0]].shape.clone(),
+        };
+        if op == Opcode::Compare || op == Opcode::IsFinite {
+            if let Shape::Array(a) = &mut s {
+                a.element_type = PrimitiveType::Pred;
+            }
+        }
+        let _ = first;
+        return Some(s);
+    }
+    None
+}
+
+/// Incremental byte-offset → (line, col) conversion for increasing offsets.
+#[derive(Default)]
+struct LineCounter {
+    offset: usize,
+    line: usize,
+    line_start: usize,
+}
+
+impl LineCounter {
+    fn advance(&mut self, src: &str, to: usize) {
+        if to < self.offset {
+            *self = LineCounter::default();
+        }
+        let bytes = &src.as_bytes()[self.offset..to.min(src.len())];
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'\n' {
+                self.line += 1;
+                self.line_start = self.offset + i + 1;
+            }
+        }
+        self.offset = to.min(src.len());
+    }
+    fn line_of(&mut self, src: &str, to: usize) -> usize {
+        self.advance(src, to);
+        self.line + 1
+    }
+    fn line_col(&mut self, src: &str, to: usize) -> (u32, u32) {
+        self.advance(src, to);
+        ((self.line + 1) as u32, (to - self.line_start + 1) as u32)
+    }
+}
+
+#[doc(hidden)]
+pub fn pest_only(src: &str) -> usize {
+    HloGrammar::parse(Rule::module, src)
+        .map(|p| p.flatten().count())
+        .unwrap_or(0)
+}

@@ -1,0 +1,289 @@
+//! Modules, computations and instructions.
+
+use indexmap::IndexMap;
+use petgraph::stable_graph::{NodeIndex, StableDiGraph};
+use petgraph::visit::EdgeRef;
+use petgraph::Direction;
+use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+use super::attrs::{Attrs, CompId};
+use super::opcode::Opcode;
+use super::shape::Shape;
+
+/// Node handle of an instruction inside its computation's graph.
+pub type InstrId = NodeIndex<u32>;
+
+/// One HLO instruction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Instruction {
+    pub name: String,
+    pub opcode: Opcode,
+    /// For async sugar (`fusion-start`, `custom-call-done`, ...): the wrapped opcode,
+    /// with `opcode` one of async-start / async-update / async-done.
+    pub async_wrapped: Option<Opcode>,
+    pub shape: Shape,
+    pub attrs: Attrs,
+    /// Source position (1-based line and column; 0 = unknown). Not part of equality.
+    pub line: u32,
+    pub col: u32,
+}
+
+impl Instruction {
+    pub fn new(name: impl Into<String>, opcode: Opcode, shape: Shape) -> Self {
+        Instruction {
+            name: name.into(),
+            opcode,
+            async_wrapped: None,
+            shape,
+            attrs: Attrs::default(),
+            line: 0,
+            col: 0,
+        }
+    }
+
+    /// The opcode as written in text (`fusion-start` for async sugar).
+    pub fn opcode_text(&self) -> String {
+        match self.async_wrapped {
+            Some(w) => {
+                let suffix = match self.opcode {
+                    Opcode::AsyncStart => "start",
+                    Opcode::AsyncUpdate => "update",
+                    _ => "done",
+                };
+                format!("{}-{}", w.name(), suffix)
+            }
+            None => self.opcode.name().to_string(),
+        }
+    }
+}
+
+impl PartialEq for Instruction {
+    fn eq(&self, o: &Self) -> bool {
+        self.name == o.name
+            && self.opcode == o.opcode
+            && self.async_wrapped == o.async_wrapped
+            && self.shape == o.shape
+            && self.attrs == o.attrs
+    }
+}
+
+/// A computation: a graph of instructions. Edges run operand → user and carry the
+/// operand slot index, one edge per slot (an operand used twice gives two edges).
+#[derive(Debug, Clone)]
+pub struct Computation {
+    pub name: String,
+    pub graph: StableDiGraph<Instruction, u32, u32>,
+    /// Instructions in program order (operands before users).
+    pub order: Vec<InstrId>,
+    pub root: InstrId,
+    /// Parameter instructions by parameter number.
+    pub params: Vec<InstrId>,
+    /// `execution_thread="..."` after the closing brace, if any.
+    pub execution_thread: Option<String>,
+    /// Source line of the computation header (0 = unknown).
+    pub line: u32,
+}
+
+impl Computation {
+    /// An empty computation (root is invalid until instructions are added).
+    pub fn new(name: impl Into<String>) -> Self {
+        Computation {
+            name: name.into(),
+            graph: StableDiGraph::default(),
+            order: Vec::new(),
+            root: NodeIndex::end(),
+            params: Vec::new(),
+            execution_thread: None,
+            line: 0,
+        }
+    }
+
+    /// Append an instruction with its operands (in slot order). Returns its id.
+    pub fn add(&mut self, instr: Instruction, operands: &[InstrId]) -> InstrId {
+        let id = self.graph.add_node(instr);
+        for (slot, &op) in operands.iter().enumerate() {
+            self.graph.add_edge(op, id, slot as u32);
+        }
+        self.order.push(id);
+        id
+    }
+
+    pub fn instr(&self, id: InstrId) -> &Instruction {
+        &self.graph[id]
+    }
+
+    pub fn instr_mut(&mut self, id: InstrId) -> &mut Instruction {
+        &mut self.graph[id]
+    }
+
+    /// Operands in slot order.
+    pub fn operands(&self, id: InstrId) -> SmallVec<[InstrId; 4]> {
+        let mut v: SmallVec<[(u32, InstrId); 4]> = self
+            .graph
+            .edges_directed(id, Direction::Incoming)
+            .map(|e| (*e.weight(), e.source()))
+            .collect();
+        v.sort_unstable_by_key(|(slot, _)| *slot);
+        v.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// Operand in a slot.
+    pub fn operand(&self, id: InstrId, slot: usize) -> Option<InstrId> {
+        self.graph
+            .edges_directed(id, Direction::Incoming)
+            .find(|e| *e.weight() as usize == slot)
+            .map(|e| e.source())
+    }
+
+    pub fn operand_count(&self, id: InstrId) -> usize {
+        self.graph.edges_directed(id, Direction::Incoming).count()
+    }
+
+    /// Distinct users, in program order.
+    pub fn users(&self, id: InstrId) -> SmallVec<[InstrId; 4]> {
+        let mut v: SmallVec<[InstrId; 4]> = self
+            .graph
+            .edges_directed(id, Direction::Outgoing)
+            .map(|e| e.target())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Replace every use of `old` by `new` (edges keep their slots).
+    pub fn replace_uses(&mut self, old: InstrId, new: InstrId) {
+        let edges: Vec<_> = self
+            .graph
+            .edges_directed(old, Direction::Outgoing)
+            .map(|e| (e.id(), e.target(), *e.weight()))
+            .collect();
+        for (e, target, slot) in edges {
+            if target == new {
+                continue;
+            }
+            self.graph.remove_edge(e);
+            self.graph.add_edge(new, target, slot);
+        }
+        if self.root == old {
+            self.root = new;
+        }
+    }
+
+    /// Map instruction name → id (built on demand).
+    pub fn name_index(&self) -> HashMap<&str, InstrId> {
+        self.order
+            .iter()
+            .map(|&id| (self.graph[id].name.as_str(), id))
+            .collect()
+    }
+
+    /// Find an instruction by name (linear scan).
+    pub fn find(&self, name: &str) -> Option<InstrId> {
+        self.order
+            .iter()
+            .copied()
+            .find(|&id| self.graph[id].name == name)
+    }
+
+    /// Number of instructions.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Position of each instruction in `order`.
+    pub fn positions(&self) -> HashMap<InstrId, usize> {
+        self.order
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i))
+            .collect()
+    }
+
+    /// Computations called by instruction `id`.
+    pub fn callees(&self, id: InstrId) -> impl Iterator<Item = CompId> + '_ {
+        self.graph[id].attrs.called.iter().map(|(_, c)| *c)
+    }
+}
+
+impl PartialEq for Computation {
+    fn eq(&self, o: &Self) -> bool {
+        if self.name != o.name
+            || self.order.len() != o.order.len()
+            || self.execution_thread != o.execution_thread
+        {
+            return false;
+        }
+        let pa = self.positions();
+        let pb = o.positions();
+        let pos = |p: &HashMap<InstrId, usize>, id: InstrId| p.get(&id).copied();
+        if pos(&pa, self.root) != pos(&pb, o.root) {
+            return false;
+        }
+        for (&a, &b) in self.order.iter().zip(&o.order) {
+            if self.graph[a] != o.graph[b] {
+                return false;
+            }
+            let oa: SmallVec<[Option<usize>; 4]> =
+                self.operands(a).iter().map(|&x| pos(&pa, x)).collect();
+            let ob: SmallVec<[Option<usize>; 4]> =
+                o.operands(b).iter().map(|&x| pos(&pb, x)).collect();
+            if oa != ob {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Module header attributes.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModuleAttrs {
+    /// `entry_computation_layout={(params)->result}`: parameter shapes and result shape.
+    pub entry_computation_layout: Option<(Vec<Shape>, Shape)>,
+    pub is_scheduled: bool,
+    /// Other header attributes `(name, raw value)` in written order.
+    pub other: Vec<(String, String)>,
+}
+
+/// An HLO module.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Module {
+    pub name: String,
+    pub attrs: ModuleAttrs,
+    /// The 2026 stack-frame index section, verbatim (it has no meaning for us).
+    pub stack_frames: Option<String>,
+    /// Computations in definition order (callees before callers).
+    pub computations: IndexMap<String, Computation>,
+    /// Index of the entry computation.
+    pub entry: CompId,
+}
+
+impl Module {
+    pub fn entry(&self) -> &Computation {
+        &self.computations[self.entry]
+    }
+
+    pub fn entry_mut(&mut self) -> &mut Computation {
+        &mut self.computations[self.entry]
+    }
+
+    pub fn comp(&self, id: CompId) -> &Computation {
+        &self.computations[id]
+    }
+
+    pub fn comp_id(&self, name: &str) -> Option<CompId> {
+        self.computations.get_index_of(name)
+    }
+
+    /// Total number of instructions over all computations.
+    pub fn instruction_count(&self) -> usize {
+        self.computations.values().map(|c| c.len()).sum()
+    }
+}
