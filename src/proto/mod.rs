@@ -8,13 +8,16 @@
 
 pub mod detect;
 pub mod error;
+pub mod hlo_module;
 pub mod inspect;
+pub mod literal;
 pub mod tuning;
 pub mod view;
 pub mod wire;
 
 pub use detect::{detect, InputKind};
 pub use error::ProtoError;
+pub use hlo_module::{module_from_proto, module_from_proto_bytes, module_from_view};
 pub use inspect::{inspect_bytes, summarize, ModuleSummary, TuningSummary};
 pub use tuning::{
     flattened_nodes, read_hlo_module_proto, read_module_tuning, read_tuning, read_tuning_file,
