@@ -5,6 +5,10 @@
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
+pub mod cli;
+pub mod dataset;
+pub mod eval;
 pub mod hlo;
 pub mod ir;
 pub mod proto;
+pub mod tpu;

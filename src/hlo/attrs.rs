@@ -311,12 +311,15 @@ fn pads(c: &mut Cursor) -> R<SmallVec<[(i64, i64); 4]>> {
     }
 }
 
+/// A window sub-attribute: name, offset of its value, values (pairs for `pad`).
+type WindowField<'a> = (&'a str, usize, SmallVec<[(i64, i64); 4]>);
+
 /// `window={size=3x3 stride=2x2 pad=1_1x1_1 lhs_dilate=.. rhs_dilate=.. rhs_reversal=..}`.
 pub fn window(text: &str) -> R<Window> {
     let mut c = Cursor::new(text);
     c.expect(b'{')?;
     let mut dims: Option<SmallVec<[WindowDim; 4]>> = None;
-    let mut fields: Vec<(&str, usize, SmallVec<[(i64, i64); 4]>)> = Vec::new();
+    let mut fields: Vec<WindowField> = Vec::new();
     loop {
         if c.eat(b'}') {
             break;

@@ -20,12 +20,323 @@ pub const MAX_NESTING: usize = 256;
 /// Parse one HLO module from text. `file` is used in error messages only.
 pub fn parse_module(file: &str, src: &str) -> Result<Module, HloError> {
     check_nesting(file, src)?;
-    let mut pairs = HloGrammar::parse(Rule::module, src).map_err(|e| pest_error(file, src, e))?;
-    let module = match pairs.next() {
-        Some(p) => p,
-        None => return Err(HloError::whole_file(file, "empty input")),
+    let head = HloGrammar::parse(Rule::module_head, src)
+        .map_err(|e| pest_error(file, src, 0, e))?
+        .next();
+    let b = Builder { file, src, base: 0 };
+    let mut m = Module {
+        name: String::new(),
+        attrs: ModuleAttrs::default(),
+        stack_frames: None,
+        computations: indexmap::IndexMap::new(),
+        entry: 0,
     };
-    Builder { file, src }.module(module)
+    let mut name = None;
+    let mut pos = 0;
+    if let Some(head) = head {
+        pos = head.as_span().end();
+        for p in head.into_inner() {
+            match p.as_rule() {
+                Rule::header => {
+                    let mut inner = p.into_inner();
+                    if let Some(n) = inner.next() {
+                        name = Some(strip_pct(n.as_str()).to_string());
+                    }
+                    for a in inner {
+                        b.module_attr(a, &mut m.attrs)?;
+                    }
+                }
+                Rule::stack_frames => m.stack_frames = Some(p.as_str().trim_end().to_string()),
+                _ => {}
+            }
+        }
+    }
+    let mut entry: Option<CompId> = None;
+    let mut lines = LineCounter::default();
+    while pos < src.len() {
+        let start = pos;
+        let (comp, is_entry, end) = match computation_span(src, pos) {
+            Some(span) => {
+                let (c, e) = match read_computation(file, src, &span, &m, &mut lines, BATCH_LINES) {
+                    Ok(r) => r,
+                    // A batch boundary may have cut an instruction written over several
+                    // lines: read the whole body as one batch, which is exact.
+                    Err(_) => read_computation(file, src, &span, &m, &mut lines, usize::MAX)?,
+                };
+                (c, e, span.end)
+            }
+            None => {
+                // Not delimitable: let the grammar say what is wrong.
+                HloGrammar::parse(Rule::computation_chunk, &src[pos..])
+                    .map_err(|e| pest_error(file, src, pos, e))?;
+                return Err(HloError::at(file, src, pos, "unterminated computation"));
+            }
+        };
+        let b = Builder { file, src, base: 0 };
+        if m.computations.contains_key(&comp.name) {
+            return Err(b.err_abs(
+                start,
+                format!("computation '{}' is defined twice", comp.name),
+            ));
+        }
+        let id = m.computations.len();
+        if is_entry {
+            if entry.is_some() {
+                return Err(b.err_abs(start, "more than one ENTRY computation"));
+            }
+            entry = Some(id);
+        }
+        m.computations.insert(comp.name.clone(), comp);
+        pos = skip_space(src, end);
+    }
+    if m.computations.is_empty() {
+        let at = skip_space(src, pos);
+        return Err(HloError::at(
+            file,
+            src,
+            at,
+            if at >= src.len() {
+                "expected a computation, found end of input".to_string()
+            } else {
+                "expected a computation".to_string()
+            },
+        ));
+    }
+    m.entry = entry.unwrap_or(m.computations.len() - 1);
+    m.name = name.unwrap_or_else(|| format!("module_{}", m.computations[m.entry].name));
+    Ok(m)
+}
+
+/// Skip whitespace and comments.
+fn skip_space(src: &str, mut i: usize) -> usize {
+    let b = src.as_bytes();
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => match src[i + 2..].find("*/") {
+                Some(p) => i += p + 4,
+                None => return b.len(),
+            },
+            _ => break,
+        }
+    }
+    i
+}
+
+/// Where a computation's pieces are: `start..=body_open` is the head,
+/// `body_open+1..body_close` the instructions, `body_close..end` the tail.
+struct CompSpan {
+    start: usize,
+    body_open: usize,
+    body_close: usize,
+    end: usize,
+    /// Offsets (in the body) of newlines at bracket depth 0: candidate batch boundaries.
+    line_breaks: Vec<usize>,
+}
+
+/// Instruction lines per batch handed to pest (bounds its token queue).
+const BATCH_LINES: usize = 1024;
+
+/// Find the pieces of the computation that starts at `start`. A `{` at bracket depth 0
+/// opens the body unless an int or `:` follows it (then it is a layout of the
+/// signature's result shape). `None` for text that cannot be delimited.
+fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
+    let b = src.as_bytes();
+    let mut i = start;
+    let mut depth = 0usize;
+    let mut body_open = None;
+    let mut line_breaks = Vec::new();
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'/' if matches!(b.get(i + 1), Some(b'/') | Some(b'*')) => {
+                i = skip_space(src, i);
+                continue;
+            }
+            b'\n' if depth == 1 && body_open.is_some() => line_breaks.push(i),
+            b'{' => {
+                if depth == 0 && body_open.is_none() {
+                    let j = skip_space(src, i + 1);
+                    let layout = b.get(j).is_some_and(|c| c.is_ascii_digit() || *c == b':');
+                    if !layout {
+                        body_open = Some(i);
+                    }
+                }
+                depth += 1;
+            }
+            b'(' | b'[' => depth += 1,
+            b'}' | b')' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 && b[i] == b'}' {
+                    if let Some(open) = body_open {
+                        // Trailing computation attributes: `, name=value` ...
+                        let mut end = i + 1;
+                        loop {
+                            let j = skip_space(src, end);
+                            if b.get(j) != Some(&b',') {
+                                break;
+                            }
+                            end = attribute_end(src, j + 1);
+                        }
+                        return Some(CompSpan {
+                            start,
+                            body_open: open,
+                            body_close: i,
+                            end,
+                            line_breaks,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Read one computation from its pieces; the body is read in batches of
+/// `batch_lines` lines (`usize::MAX` = all at once).
+fn read_computation(
+    file: &str,
+    src: &str,
+    span: &CompSpan,
+    m: &Module,
+    lines: &mut LineCounter,
+    batch_lines: usize,
+) -> Result<(Computation, bool), HloError> {
+    let parse = |rule: Rule, from: usize, to: usize| {
+        HloGrammar::parse(rule, &src[from..to])
+            .map_err(|e| pest_error(file, src, from, e))
+            .map(|mut p| p.next().map(|p| p.into_inner()))
+    };
+    let b = Builder {
+        file,
+        src,
+        base: span.start,
+    };
+    let mut cb = CompBuilder::new(span.body_close - span.body_open);
+    cb.comp.line = lines.line_of(src, span.start) as u32;
+    if let Some(head) = parse(Rule::computation_head, span.start, span.body_open + 1)? {
+        for p in head {
+            match p.as_rule() {
+                Rule::entry_kw => cb.is_entry = true,
+                Rule::name => cb.comp.name = strip_pct(p.as_str()).to_string(),
+                _ => {}
+            }
+        }
+    }
+    // Batch boundaries: every `batch_lines`-th depth-0 newline of the body.
+    let mut from = span.body_open + 1;
+    let mut cuts: Vec<usize> = span
+        .line_breaks
+        .iter()
+        .copied()
+        .skip(batch_lines.saturating_sub(1))
+        .step_by(batch_lines.max(1))
+        .filter(|_| batch_lines != usize::MAX)
+        .collect();
+    cuts.push(span.body_close);
+    for to in cuts {
+        let b = Builder {
+            file,
+            src,
+            base: from,
+        };
+        if let Some(batch) = parse(Rule::instruction_batch, from, to)? {
+            for p in batch {
+                if p.as_rule() == Rule::instruction {
+                    b.add_instruction(p, &mut cb, &m.computations, lines)?;
+                }
+            }
+        }
+        from = to;
+    }
+    let tb = Builder {
+        file,
+        src,
+        base: span.body_close,
+    };
+    if let Some(tail) = parse(Rule::computation_tail, span.body_close, span.end)? {
+        for p in tail {
+            if p.as_rule() == Rule::attribute {
+                tb.computation_attribute(p, &mut cb.comp)?;
+            }
+        }
+    }
+    b.finish_computation(cb)
+}
+
+/// A computation being built, instruction by instruction.
+struct CompBuilder<'a> {
+    comp: Computation,
+    is_entry: bool,
+    names: HashMap<&'a str, InstrId>,
+    explicit_root: Option<InstrId>,
+    param_numbers: Vec<(i64, InstrId, usize)>,
+    pending_ctrl: Vec<(InstrId, usize)>,
+}
+
+impl<'a> CompBuilder<'a> {
+    /// `body_bytes` sizes the graph (about one instruction per 64 bytes of text).
+    fn new(body_bytes: usize) -> Self {
+        let n = body_bytes / 64 + 1;
+        let mut comp = Computation::new("");
+        comp.graph = petgraph::stable_graph::StableDiGraph::with_capacity(n, 2 * n);
+        comp.order.reserve(n);
+        CompBuilder {
+            comp,
+            is_entry: false,
+            names: HashMap::with_capacity(n),
+            explicit_root: None,
+            param_numbers: Vec::new(),
+            pending_ctrl: Vec::new(),
+        }
+    }
+}
+
+/// End of one `name=value` (value ends at bracket depth 0 before whitespace or `,`).
+fn attribute_end(src: &str, start: usize) -> usize {
+    let b = src.as_bytes();
+    let mut i = skip_space(src, start);
+    let mut depth = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'{' | b'(' | b'[' => depth += 1,
+            b'}' | b')' | b']' => {
+                if depth == 0 {
+                    return i;
+                }
+                depth -= 1;
+            }
+            b' ' | b'\t' | b'\n' | b'\r' | b',' if depth == 0 => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
 }
 
 /// Split a file on lines that are exactly `// -----` (XLA's lit-test convention) and
@@ -34,9 +345,8 @@ pub fn split_modules(src: &str) -> Vec<(usize, &str)> {
     let mut parts = Vec::new();
     let mut start = 0usize;
     let mut start_line = 1usize;
-    let mut line_no = 1usize;
     let mut pos = 0usize;
-    for line in src.split_inclusive('\n') {
+    for (line_no, line) in (1usize..).zip(src.split_inclusive('\n')) {
         let content = line.strip_suffix('\n').unwrap_or(line);
         let content = content.strip_suffix('\r').unwrap_or(content);
         if content == "// -----" {
@@ -45,7 +355,6 @@ pub fn split_modules(src: &str) -> Vec<(usize, &str)> {
             start_line = line_no + 1;
         }
         pos += line.len();
-        line_no += 1;
     }
     parts.push((start_line, &src[start..]));
     parts
@@ -129,12 +438,13 @@ fn rule_name(r: &Rule) -> &'static str {
     }
 }
 
-fn pest_error(file: &str, src: &str, e: pest::error::Error<Rule>) -> HloError {
+fn pest_error(file: &str, src: &str, base: usize, e: pest::error::Error<Rule>) -> HloError {
     use pest::error::{ErrorVariant, InputLocation};
-    let offset = match e.location {
-        InputLocation::Pos(p) => p,
-        InputLocation::Span((a, _)) => a,
-    };
+    let offset = base
+        + match e.location {
+            InputLocation::Pos(p) => p,
+            InputLocation::Span((a, _)) => a,
+        };
     let msg = match &e.variant {
         ErrorVariant::ParsingError { positives, .. } => {
             let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
@@ -163,7 +473,10 @@ fn pest_error(file: &str, src: &str, e: pest::error::Error<Rule>) -> HloError {
 
 struct Builder<'a> {
     file: &'a str,
+    /// The whole module text (errors are located in it).
     src: &'a str,
+    /// Offset of the text the current pairs were parsed from.
+    base: usize,
 }
 
 type P<'i> = Pair<'i, Rule>;
@@ -173,69 +486,18 @@ fn strip_pct(s: &str) -> &str {
 }
 
 impl<'a> Builder<'a> {
+    /// Error at an offset relative to the current pairs' text.
     fn err_at(&self, offset: usize, msg: impl Into<String>) -> HloError {
+        HloError::at(self.file, self.src, self.base + offset, msg)
+    }
+
+    /// Error at an absolute offset in the module text.
+    fn err_abs(&self, offset: usize, msg: impl Into<String>) -> HloError {
         HloError::at(self.file, self.src, offset, msg)
     }
 
     fn value_err(&self, base: usize, e: ValueError) -> HloError {
         self.err_at(base + e.offset, e.message)
-    }
-
-    fn module(&self, pair: P<'a>) -> Result<Module, HloError> {
-        let mut name: Option<String> = None;
-        let mut attrs = ModuleAttrs::default();
-        let mut stack_frames = None;
-        let mut computations: indexmap::IndexMap<String, Computation> = indexmap::IndexMap::new();
-        let mut entry: Option<CompId> = None;
-        let mut lines = LineCounter::default();
-        for p in pair.into_inner() {
-            match p.as_rule() {
-                Rule::header => {
-                    let mut inner = p.into_inner();
-                    if let Some(n) = inner.next() {
-                        name = Some(strip_pct(n.as_str()).to_string());
-                    }
-                    for a in inner {
-                        self.module_attr(a, &mut attrs)?;
-                    }
-                }
-                Rule::stack_frames => stack_frames = Some(p.as_str().trim_end().to_string()),
-                Rule::computation => {
-                    let start = p.as_span().start();
-                    let (comp, is_entry) = self.computation(p, &computations, &mut lines)?;
-                    if computations.contains_key(&comp.name) {
-                        return Err(self.err_at(
-                            start,
-                            format!("computation '{}' is defined twice", comp.name),
-                        ));
-                    }
-                    let id = computations.len();
-                    if is_entry {
-                        if entry.is_some() {
-                            return Err(self.err_at(start, "more than one ENTRY computation"));
-                        }
-                        entry = Some(id);
-                    }
-                    computations.insert(comp.name.clone(), comp);
-                }
-                _ => {}
-            }
-        }
-        let entry = match entry {
-            Some(e) => e,
-            None => computations.len().saturating_sub(1),
-        };
-        if computations.is_empty() {
-            return Err(HloError::whole_file(self.file, "module has no computation"));
-        }
-        let name = name.unwrap_or_else(|| format!("module_{}", computations[entry].name));
-        Ok(Module {
-            name,
-            attrs,
-            stack_frames,
-            computations,
-            entry,
-        })
     }
 
     fn module_attr(&self, a: P<'a>, attrs: &mut ModuleAttrs) -> Result<(), HloError> {
@@ -278,88 +540,86 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn computation(
+    fn add_instruction(
         &self,
-        pair: P<'a>,
+        p: P<'a>,
+        cb: &mut CompBuilder<'a>,
         comps: &indexmap::IndexMap<String, Computation>,
         lines: &mut LineCounter,
-    ) -> Result<(Computation, bool), HloError> {
-        let start = pair.as_span().start();
-        let mut is_entry = false;
-        let mut comp = Computation::new("");
-        comp.line = lines.line_of(self.src, start) as u32;
-        let mut names: HashMap<&'a str, InstrId> = HashMap::new();
-        let mut explicit_root: Option<InstrId> = None;
-        let mut param_numbers: Vec<(i64, InstrId, usize)> = Vec::new();
-        let mut pending_ctrl: Vec<(InstrId, usize)> = Vec::new();
-        for p in pair.into_inner() {
-            match p.as_rule() {
-                Rule::entry_kw => is_entry = true,
-                Rule::name => comp.name = strip_pct(p.as_str()).to_string(),
-                Rule::signature => {}
-                Rule::instruction => {
-                    let istart = p.as_span().start();
-                    let (instr, operands, is_root, name) =
-                        self.instruction(p, &comp, &names, comps, lines)?;
-                    if names.contains_key(name) {
-                        return Err(self.err_at(
-                            istart,
-                            format!(
-                                "instruction '{}' is defined twice in computation '{}'",
-                                instr.name, comp.name
-                            ),
-                        ));
-                    }
-                    let pnum = instr.attrs.parameter_number;
-                    let has_ctrl = !instr.attrs.control_predecessors.is_empty();
-                    let id = comp.add(instr, &operands);
-                    names.insert(name, id);
-                    if let Some(n) = pnum {
-                        param_numbers.push((n, id, istart));
-                    }
-                    if has_ctrl {
-                        pending_ctrl.push((id, istart));
-                    }
-                    if is_root {
-                        if explicit_root.is_some() {
-                            return Err(self.err_at(
-                                istart,
-                                format!("computation '{}' has more than one ROOT", comp.name),
-                            ));
-                        }
-                        explicit_root = Some(id);
-                    }
+    ) -> Result<(), HloError> {
+        let istart = p.as_span().start();
+        let (instr, operands, is_root, name) =
+            self.instruction(p, &cb.comp, &cb.names, comps, lines)?;
+        if cb.names.contains_key(name) {
+            return Err(self.err_at(
+                istart,
+                format!(
+                    "instruction '{}' is defined twice in computation '{}'",
+                    instr.name, cb.comp.name
+                ),
+            ));
+        }
+        let pnum = instr.attrs.parameter_number;
+        let has_ctrl = !instr.attrs.control_predecessors.is_empty();
+        let id = cb.comp.add(instr, &operands);
+        cb.names.insert(name, id);
+        if let Some(n) = pnum {
+            cb.param_numbers.push((n, id, self.base + istart));
+        }
+        if has_ctrl {
+            cb.pending_ctrl.push((id, self.base + istart));
+        }
+        if is_root {
+            if cb.explicit_root.is_some() {
+                return Err(self.err_at(
+                    istart,
+                    format!("computation '{}' has more than one ROOT", cb.comp.name),
+                ));
+            }
+            cb.explicit_root = Some(id);
+        }
+        Ok(())
+    }
+
+    fn computation_attribute(&self, p: P<'a>, comp: &mut Computation) -> Result<(), HloError> {
+        let mut inner = p.into_inner();
+        if let Some(n) = inner.next() {
+            let key = n.as_str();
+            match (key, inner.next()) {
+                ("execution_thread=", Some(v)) => {
+                    let s = av::string(v.as_str())
+                        .map_err(|e| self.value_err(v.as_span().start(), e))?;
+                    comp.execution_thread = Some(s);
                 }
-                Rule::attribute => {
-                    let mut inner = p.into_inner();
-                    if let (Some(n), Some(v)) = (inner.next(), inner.next()) {
-                        let key = n.as_str();
-                        if key == "execution_thread=" {
-                            let s = av::string(v.as_str())
-                                .map_err(|e| self.value_err(v.as_span().start(), e))?;
-                            comp.execution_thread = Some(s);
-                        } else {
-                            return Err(self.err_at(
-                                n.as_span().start(),
-                                format!(
-                                    "unknown computation attribute '{}'",
-                                    &key[..key.len() - 1]
-                                ),
-                            ));
-                        }
-                    }
+                _ => {
+                    let k = key.split('=').next().unwrap_or(key);
+                    return Err(self.err_at(
+                        n.as_span().start(),
+                        format!("unknown computation attribute '{k}'"),
+                    ));
                 }
-                _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// Checks that need the whole computation; `self.base` is the computation start.
+    fn finish_computation(&self, cb: CompBuilder<'a>) -> Result<(Computation, bool), HloError> {
+        let CompBuilder {
+            mut comp,
+            is_entry,
+            names,
+            explicit_root,
+            mut param_numbers,
+            pending_ctrl,
+        } = cb;
         // Control predecessors must be defined earlier in the same computation.
         for (id, at) in pending_ctrl {
-            let preds = comp.graph[id].attrs.control_predecessors.clone();
-            for p in preds {
+            for p in &comp.graph[id].attrs.control_predecessors {
                 match names.get(p.as_str()) {
                     Some(&pid) if pid.index() < id.index() => {}
                     _ => {
-                        return Err(self.err_at(
+                        return Err(self.err_abs(
                             at,
                             format!("control predecessor '{p}' is not defined before its use"),
                         ))
@@ -369,7 +629,7 @@ impl<'a> Builder<'a> {
         }
         comp.root = match explicit_root.or_else(|| comp.order.last().copied()) {
             Some(r) => r,
-            None => return Err(self.err_at(start, "computation has no instructions")),
+            None => return Err(self.err_at(0, "computation has no instructions")),
         };
         // Parameters must be numbered 0..k-1, each once.
         param_numbers.sort_by_key(|(n, _, _)| *n);
@@ -383,10 +643,12 @@ impl<'a> Builder<'a> {
                         param_numbers.len().saturating_sub(1)
                     )
                 };
-                return Err(self.err_at(*at, msg));
+                return Err(self.err_abs(*at, msg));
             }
             comp.params.push(*id);
         }
+        comp.graph.shrink_to_fit();
+        comp.order.shrink_to_fit();
         Ok((comp, is_entry))
     }
 
@@ -400,7 +662,7 @@ impl<'a> Builder<'a> {
         lines: &mut LineCounter,
     ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
         let start = pair.as_span().start();
-        let (line, col) = lines.line_col(self.src, start);
+        let (line, col) = lines.line_col(self.src, self.base + start);
         let mut is_root = false;
         let mut name: &'a str = "";
         let mut shape: Option<Shape> = None;
@@ -597,8 +859,17 @@ impl<'a> Builder<'a> {
                     _ => d.rhs_batch = v,
                 }
             }
-            "slice" if opcode == O::Slice => attrs.slice = Some(av::slice(value).map_err(ve)?),
-            "padding" if opcode == O::Pad => attrs.padding = Some(av::padding(value).map_err(ve)?),
+            "slice" if opcode == O::Slice => {
+                attrs.slice = Some(av::slice(value).map_err(ve)?.into_vec().into_boxed_slice())
+            }
+            "padding" if opcode == O::Pad => {
+                attrs.padding = Some(
+                    av::padding(value)
+                        .map_err(ve)?
+                        .into_vec()
+                        .into_boxed_slice(),
+                )
+            }
             "kind" if opcode == O::Fusion => {
                 attrs.fusion_kind =
                     Some(FusionKind::from_name(value.trim()).ok_or_else(|| {
@@ -631,7 +902,14 @@ impl<'a> Builder<'a> {
             "feature_group_count" => attrs.feature_group_count = Some(av::int(value).map_err(ve)?),
             "batch_group_count" => attrs.batch_group_count = Some(av::int(value).map_err(ve)?),
             "fft_type" => attrs.fft_type = Some(value.trim().to_string()),
-            "fft_length" => attrs.fft_length = Some(av::int_list(value).map_err(ve)?),
+            "fft_length" => {
+                attrs.fft_length = Some(
+                    av::int_list(value)
+                        .map_err(ve)?
+                        .into_vec()
+                        .into_boxed_slice(),
+                )
+            }
             "offset_dims"
             | "collapsed_slice_dims"
             | "start_index_map"
@@ -685,7 +963,12 @@ impl<'a> Builder<'a> {
                     .index_vector_dim = av::int(value).map_err(ve)?
             }
             "dynamic_slice_sizes" => {
-                attrs.dynamic_slice_sizes = Some(av::int_list(value).map_err(ve)?)
+                attrs.dynamic_slice_sizes = Some(
+                    av::int_list(value)
+                        .map_err(ve)?
+                        .into_vec()
+                        .into_boxed_slice(),
+                )
             }
             "is_stable" => attrs.is_stable = Some(av::boolean(value).map_err(ve)?),
             "indices_are_sorted" => {

@@ -235,8 +235,8 @@ pub struct Attrs {
     /// `dim_labels=...` of convolution (and convolution-like custom-calls).
     pub conv_dims: Option<Box<ConvDims>>,
     pub dot_dims: Option<Box<DotDims>>,
-    pub slice: Option<SmallVec<[SliceDim; 4]>>,
-    pub padding: Option<SmallVec<[PadDim; 4]>>,
+    pub slice: Option<Box<[SliceDim]>>,
+    pub padding: Option<Box<[PadDim]>>,
     pub fusion_kind: Option<FusionKind>,
     /// Called computations, in the order written; list attributes give several entries.
     pub called: SmallVec<[(CallRole, CompId); 2]>,
@@ -253,10 +253,10 @@ pub struct Attrs {
     pub feature_group_count: Option<i64>,
     pub batch_group_count: Option<i64>,
     pub fft_type: Option<String>,
-    pub fft_length: Option<Dims>,
+    pub fft_length: Option<Box<[i64]>>,
     pub gather: Option<Box<GatherDims>>,
     pub scatter: Option<Box<ScatterDims>>,
-    pub dynamic_slice_sizes: Option<Dims>,
+    pub dynamic_slice_sizes: Option<Box<[i64]>>,
     pub is_stable: Option<bool>,
     pub indices_are_sorted: Option<bool>,
     pub unique_indices: Option<bool>,
@@ -270,7 +270,7 @@ pub struct Attrs {
     pub k: Option<i64>,
     pub largest: Option<bool>,
     /// Control predecessors by instruction name (same computation).
-    pub control_predecessors: SmallVec<[String; 1]>,
+    pub control_predecessors: Vec<String>,
     /// Raw `metadata={...}` text (without the attribute name).
     pub metadata: Option<String>,
     /// Raw `backend_config=` value (a quoted string or a `{...}` JSON text).

@@ -23,7 +23,7 @@ pub struct Layout {
     /// Physical dimension order, most-minor first.
     pub minor_to_major: Dims,
     /// Tiles, outermost first (`T(8,128)(2,1)` = two tiles).
-    pub tiles: SmallVec<[Tile; 2]>,
+    pub tiles: Vec<Tile>,
     /// `L(n)`: tail padding alignment in elements (0 = unset).
     pub tail_padding_alignment: i64,
     /// `E(n)`: element size in bits (0 = the type's natural size).
@@ -32,7 +32,7 @@ pub struct Layout {
     pub memory_space: i64,
     /// Rare layout items kept verbatim (`D(..)`, `#(..)`, `*(..)`, `SC(..)`, `P(..)`,
     /// `M(..)`), each with its own letter prefix, in order.
-    pub extra: SmallVec<[String; 1]>,
+    pub extra: Vec<String>,
 }
 
 impl Layout {

@@ -1,0 +1,72 @@
+//! Reading module files given on the command line.
+
+use std::path::Path;
+
+use crate::hlo::{parse_module, split_modules, HloError};
+use crate::ir::Module;
+
+/// One module read from a file (`label` is `FILE` or `FILE#k` for split files).
+pub struct LoadedModule {
+    pub label: String,
+    pub module: Module,
+}
+
+/// Read a file and parse the module(s) in it. With `split`, lines that are exactly
+/// `// -----` separate modules (XLA's lit-test convention).
+pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        LoadError::Io(format!(
+            "{file}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let mut out = Vec::new();
+    if split {
+        let parts = split_modules(&text);
+        let many = parts.len() > 1;
+        for (k, (first_line, part)) in parts.into_iter().enumerate() {
+            let module = parse_module(&file, part).map_err(|mut e| {
+                if e.line > 0 {
+                    e.line += first_line - 1;
+                }
+                LoadError::Hlo(e)
+            })?;
+            let label = if many {
+                format!("{file}#{k}")
+            } else {
+                file.clone()
+            };
+            out.push(LoadedModule { label, module });
+        }
+    } else {
+        let module = parse_module(&file, &text).map_err(|e| {
+            if text.lines().any(|l| l == "// -----") {
+                LoadError::Hlo(HloError {
+                    message: format!(
+                        "{} (the file holds several modules separated by '// -----': use --split-modules)",
+                        e.message
+                    ),
+                    ..e
+                })
+            } else {
+                LoadError::Hlo(e)
+            }
+        })?;
+        out.push(LoadedModule {
+            label: file,
+            module,
+        });
+    }
+    Ok(out)
+}
+
+/// Why a module file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Io(String),
+    #[error("{0}")]
+    Hlo(HloError),
+}

@@ -1,0 +1,48 @@
+//! The `tpusim` command line: one file per command; this file holds the argument
+//! definitions and the dispatcher.
+
+mod input;
+mod parse;
+
+pub use input::{load_modules, LoadedModule};
+
+use clap::{Parser, Subcommand};
+
+/// tpusim: compile XLA HLO the way XLA's TPU pipeline would, estimate its runtime
+/// analytically, and write TpuGraphs samples.
+#[derive(Parser, Debug)]
+#[command(name = "tpusim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Parse HLO modules and print one summary line per file.
+    Parse(parse::ParseArgs),
+    /// Print a module as canonical HLO text.
+    Print(parse::PrintArgs),
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn run() -> i32 {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Parse(a) => parse::parse(a),
+        Command::Print(a) => parse::print(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed stdout (e.g. `| head`) is not an error of ours.
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return 0;
+            }
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}

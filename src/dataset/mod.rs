@@ -1,0 +1,3 @@
+//! TpuGraphs dataset files: features and `.npz` I/O.
+
+pub mod npz;

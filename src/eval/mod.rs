@@ -1,0 +1,4 @@
+//! Evaluation of runtime predictions against measured runtimes: the
+//! TpuGraphs / Kaggle "Fast or Slow" metrics (see [`metrics`]).
+
+pub mod metrics;

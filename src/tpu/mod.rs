@@ -1,0 +1,29 @@
+//! Analytical TPU model at kernel level.
+//!
+//! * [`target`]: per-generation hardware constants ([`TpuTarget`], presets
+//!   v2…v6e, JSON/TOML loading).
+//! * [`kernel`]: kernel descriptions in plain numbers ([`KernelDesc`]), independent
+//!   of the HLO IR.
+//! * [`tile`]: tile configurations ([`TileConfig`]), the compiler default,
+//!   enumeration and seeded sampling.
+//! * [`model`]: the cost model ([`estimate`]) and its teaching view ([`explain`]).
+//!
+//! Formulas and sources: `docs/cost-model.md`.
+
+pub mod error;
+pub mod kernel;
+pub mod model;
+pub mod target;
+pub mod tile;
+
+pub use error::ModelError;
+pub use kernel::{
+    Conv2dShape, DimMap, InputDesc, KernelDesc, KernelKind, MxuPrecision, MxuRole, MxuSpec,
+    OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
+};
+pub use model::{estimate, explain, Bottleneck, Estimate};
+pub use target::{HbmPoint, TargetError, TpuTarget};
+pub use tile::{
+    default_tile, dim_alignment, enumerate_tiles, sample_tiles, tile_candidates, SplitMix64,
+    TileConfig,
+};
