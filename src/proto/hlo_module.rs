@@ -295,7 +295,7 @@ fn layout(l: &LayoutView, rank: usize, ctx: &dyn Fn() -> String) -> Result<Layou
         },
         element_size_in_bits: l.element_size_in_bits,
         memory_space: l.memory_space,
-        extra: SmallVec::new(),
+        extra: Vec::new(),
     })
 }
 
@@ -436,7 +436,7 @@ fn instruction(
         a.mantissa_bits = Some(i.int(19)?);
     }
     if opcode == O::DynamicSlice {
-        a.dynamic_slice_sizes = Some(dims(&i.ints(20)?));
+        a.dynamic_slice_sizes = Some(i.ints(20)?.into_boxed_slice());
     }
     if opcode == O::Pad {
         let p = i.message::<xla::PaddingConfig>(21)?.unwrap_or_default();
@@ -501,7 +501,7 @@ fn instruction(
             }
             .to_string(),
         );
-        a.fft_length = Some(dims(&i.ints(32)?));
+        a.fft_length = Some(i.ints(32)?.into_boxed_slice());
     }
     if opcode == O::Gather {
         let g = i
