@@ -125,3 +125,157 @@ fn printed_proto_ir_reparses_to_the_same_ir() {
         );
     }
 }
+
+mod structural_errors {
+    use prost::Message;
+    use tpusim::proto::module_from_proto_bytes;
+    use tpusim::proto::xla::{self, HloComputationProto, HloInstructionProto, HloModuleProto};
+
+    fn f32_shape(dims: &[i64]) -> xla::ShapeProto {
+        xla::ShapeProto {
+            element_type: xla::PrimitiveType::F32 as i32,
+            dimensions: dims.to_vec(),
+            layout: Some(xla::LayoutProto {
+                minor_to_major: (0..dims.len() as i64).rev().collect(),
+                tail_padding_alignment_in_elements: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn inst(id: i64, name: &str, op: &str, ops: &[i64]) -> HloInstructionProto {
+        HloInstructionProto {
+            id,
+            name: name.into(),
+            opcode: op.into(),
+            shape: Some(f32_shape(&[8, 128])),
+            operand_ids: ops.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn module(insts: Vec<HloInstructionProto>, root: i64) -> HloModuleProto {
+        HloModuleProto {
+            name: "m".into(),
+            entry_computation_name: "main".into(),
+            entry_computation_id: 7,
+            computations: vec![HloComputationProto {
+                name: "main".into(),
+                id: 7,
+                root_id: root,
+                instructions: insts,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn err(m: &HloModuleProto) -> String {
+        module_from_proto_bytes(&m.encode_to_vec())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn good_module_with_tiles_and_large_ids() {
+        let big = 7i64 << 32;
+        let mut p = inst(big, "p", "parameter", &[]);
+        p.shape = Some(xla::ShapeProto {
+            layout: Some(xla::LayoutProto {
+                minor_to_major: vec![1, 0],
+                tiles: vec![
+                    xla::TileProto {
+                        dimensions: vec![8, 128],
+                    },
+                    xla::TileProto {
+                        dimensions: vec![i64::MIN, 2],
+                    },
+                ],
+                memory_space: 1,
+                element_size_in_bits: 4,
+                tail_padding_alignment_in_elements: 1024,
+                ..Default::default()
+            }),
+            ..f32_shape(&[8, 128])
+        });
+        let m = module(vec![p, inst(big + 1, "n", "negate", &[big])], big + 1);
+        let ir = module_from_proto_bytes(&m.encode_to_vec()).unwrap();
+        let c = ir.entry();
+        let a = c.instr(c.params[0]).shape.as_array().unwrap().clone();
+        let l = a.layout.unwrap();
+        assert_eq!(l.tiles.len(), 2);
+        assert_eq!(l.tiles[0].dims.as_slice(), &[8, 128]);
+        assert_eq!(l.tiles[1].dims.as_slice(), &[-1, 2]);
+        assert_eq!(
+            (
+                l.memory_space,
+                l.element_size_in_bits,
+                l.tail_padding_alignment
+            ),
+            (1, 4, 1024)
+        );
+        assert_eq!(c.instr(c.root).name, "n");
+        assert_eq!(c.operands(c.root).len(), 1);
+        // the printed text reads back to the same IR
+        let text = tpusim::hlo::print_module(&ir);
+        let back = tpusim::hlo::parse_module("printed", &text).unwrap();
+        assert!(back.entry() == ir.entry(), "{text}");
+    }
+
+    #[test]
+    fn clear_errors() {
+        let e = err(&module(vec![inst(1, "a", "negate", &[5])], 1));
+        assert_eq!(
+            e,
+            "computation `main`, instruction `a`: operand id 5 is not an earlier instruction of this computation"
+        );
+        let e = err(&module(vec![inst(1, "a", "parameter", &[])], 9));
+        assert_eq!(
+            e,
+            "computation `main`: root id 9 is not one of its instructions"
+        );
+        let e = err(&module(vec![inst(1, "a", "frobnicate", &[])], 1));
+        assert_eq!(
+            e,
+            "computation `main`, instruction `a`: unknown opcode 'frobnicate'"
+        );
+        let e = err(&module(
+            vec![inst(1, "a", "parameter", &[]), inst(2, "a", "negate", &[1])],
+            2,
+        ));
+        assert_eq!(
+            e,
+            "computation `main`, instruction `a`: instruction name is used twice"
+        );
+        let mut bad_layout = inst(1, "a", "parameter", &[]);
+        bad_layout
+            .shape
+            .as_mut()
+            .unwrap()
+            .layout
+            .as_mut()
+            .unwrap()
+            .minor_to_major = vec![0, 0];
+        let e = err(&module(vec![bad_layout], 1));
+        assert!(
+            e.ends_with("layout minor_to_major is not a permutation of the dimensions"),
+            "{e}"
+        );
+        let mut p1 = inst(1, "a", "parameter", &[]);
+        p1.parameter_number = 1;
+        let e = err(&module(vec![p1], 1));
+        assert!(e.contains("parameter numbers must be 0..0"), "{e}");
+        let mut call = inst(2, "c", "call", &[1]);
+        call.called_computation_ids = vec![42];
+        let e = err(&module(vec![inst(1, "a", "parameter", &[]), call], 2));
+        assert!(
+            e.ends_with("called computation id 42 does not exist"),
+            "{e}"
+        );
+        let mut odd = inst(1, "a", "parameter", &[]);
+        odd.shape.as_mut().unwrap().element_type = 99;
+        let e = err(&module(vec![odd], 1));
+        assert!(e.ends_with("unknown element type number 99"), "{e}");
+    }
+}

@@ -40,6 +40,8 @@ fn run_all(bytes: &[u8], tuning: bool, t: &mut Tally) {
             );
         }
         let _ = v.entry_index();
+        // and the IR conversion on top of it
+        let _ = tpusim::proto::module_from_view(&v);
     }
     let rejected = if tuning {
         any.is_err()
