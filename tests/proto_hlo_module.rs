@@ -195,7 +195,6 @@ mod structural_errors {
                 memory_space: 1,
                 element_size_in_bits: 4,
                 tail_padding_alignment_in_elements: 1024,
-                ..Default::default()
             }),
             ..f32_shape(&[8, 128])
         });
@@ -277,5 +276,30 @@ mod structural_errors {
         odd.shape.as_mut().unwrap().element_type = 99;
         let e = err(&module(vec![odd], 1));
         assert!(e.ends_with("unknown element type number 99"), "{e}");
+    }
+}
+
+#[test]
+fn modules_from_binary_reads_every_kind() {
+    use tpusim::proto::{
+        modules_from_binary, read_hlo_module_proto, write_module_tuning, write_tuning_set,
+        InputKind, ProtoError,
+    };
+    let Some(dir) = jax_corpus() else { return };
+    let bytes = std::fs::read(dir.join("mlp_train.hlo.pb")).unwrap();
+    let direct = module_from_proto_bytes(&bytes).unwrap();
+    let one = modules_from_binary(&bytes).unwrap();
+    assert!(one.len() == 1 && one[0] == direct);
+    let p = read_hlo_module_proto(&bytes).unwrap();
+    let layout = write_module_tuning(&proto_common::synthetic_layout(p.clone(), 3, 1)).unwrap();
+    let from_layout = modules_from_binary(&layout).unwrap();
+    assert!(from_layout.len() == 1 && from_layout[0] == direct);
+    let tiles = write_tuning_set(&proto_common::synthetic_tiles(vec![p.clone(), p], 2, 1)).unwrap();
+    let from_tiles = modules_from_binary(&tiles).unwrap();
+    assert!(from_tiles.len() == 2 && from_tiles.iter().all(|m| *m == direct));
+    let text = std::fs::read(dir.join("mlp_train.hlo")).unwrap();
+    match modules_from_binary(&text) {
+        Err(ProtoError::WrongKind { found, .. }) => assert_eq!(found, InputKind::HloText),
+        other => panic!("{:?}", other.map(|v| v.len())),
     }
 }

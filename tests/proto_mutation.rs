@@ -28,7 +28,13 @@ fn run_all(bytes: &[u8], tuning: bool, t: &mut Tally) {
     let _ = inspect_bytes(bytes);
     if let Ok(v) = ModuleView::decode(bytes) {
         // on-demand attribute decoding must not panic either
-        for i in v.computations.iter().flat_map(|c| c.instructions.iter()) {
+        for i in v
+            .computations
+            .iter()
+            .flat_map(|c| c.instructions())
+            .filter_map(Result::ok)
+        {
+            let _ = i.shape();
             let _ = i.message::<tpusim::proto::xla::Window>(15);
             let _ = i.message::<tpusim::proto::xla::LiteralProto>(8);
             let _ = (

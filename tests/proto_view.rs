@@ -45,14 +45,22 @@ fn view_agrees_with_prost_on_corpus() {
             assert_eq!((vc.id, vc.root_id), (pc.id, pc.root_id));
             assert_eq!(vc.is_fusion_computation, pc.is_fusion_computation);
             let ps = pc.program_shape.as_ref().unwrap();
-            let vps = vc.program_shape.as_ref().unwrap();
+            let vps = vc.program_shape().unwrap().unwrap();
             assert_eq!(vps.result, shape_of(&ps.result));
-            assert_eq!(vc.instructions.len(), pc.instructions.len());
-            for (vi, pi) in vc.instructions.iter().zip(&pc.instructions) {
+            assert_eq!(
+                vps.parameters,
+                ps.parameters
+                    .iter()
+                    .map(ShapeView::from)
+                    .collect::<Vec<_>>()
+            );
+            assert_eq!(vc.instruction_count(), pc.instructions.len());
+            let vis: Vec<_> = vc.instructions().collect::<Result<_, _>>().unwrap();
+            for (vi, pi) in vis.iter().zip(&pc.instructions) {
                 let w = format!("{at} {} {}", pc.name, pi.name);
                 assert_eq!(vi.name, pi.name, "{w}");
                 assert_eq!(vi.opcode, pi.opcode, "{w}");
-                assert_eq!(vi.shape, shape_of(&pi.shape), "{w}");
+                assert_eq!(vi.shape().unwrap(), shape_of(&pi.shape), "{w}");
                 assert_eq!(vi.id, pi.id, "{w}");
                 assert_eq!(vi.parameter_number, pi.parameter_number, "{w}");
                 assert_eq!(vi.tuple_index, pi.tuple_index, "{w}");
@@ -156,13 +164,16 @@ fn malformed_view_errors_name_the_place() {
     // the packed operand list is the last thing written: break its last varint
     let last = bytes.len() - 1;
     bytes[last] |= 0x80;
-    let err = ModuleView::decode(&bytes).unwrap_err();
+    // the view is lazy: the module splits fine, the instruction does not
+    let v = ModuleView::decode(&bytes).unwrap();
+    let err = v.computations[0].instruction(0).unwrap_err();
     assert!(matches!(err, ProtoError::Malformed { .. }), "{err:?}");
-    assert_eq!(
-        err.to_string(),
-        "not a valid xla.HloModuleProto (truncated or corrupt file?): \
-         computation #0 `main`, instruction #0 `add.1`: truncated varint at byte 3"
-    );
+    let expected = "not a valid xla.HloModuleProto (truncated or corrupt file?): \
+         computation #0 `main`, instruction #0 `add.1`: truncated varint at byte 3";
+    assert_eq!(err.to_string(), expected);
+    // the IR reader reports the same error
+    let err = tpusim::proto::module_from_proto_bytes(&bytes).unwrap_err();
+    assert_eq!(err.to_string(), expected);
     // a cut file
     let err = ModuleView::decode(&bytes[..bytes.len() - 4])
         .unwrap_err()

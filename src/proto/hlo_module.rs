@@ -35,6 +35,7 @@ use smallvec::SmallVec;
 use super::error::{ProtoError, Result};
 use super::literal::literal_text;
 use super::view::{ComputationView, InstructionView, LayoutView, ModuleView, ShapeView};
+use super::wire::{as_int, as_msg, push_varints, Reader, WireError};
 use super::xla;
 use crate::hlo::attrs::escape;
 use crate::ir::*;
@@ -42,6 +43,30 @@ use crate::ir::*;
 /// Reads a serialized `HloModuleProto` into the IR.
 pub fn module_from_proto_bytes(bytes: &[u8]) -> Result<Module> {
     module_from_view(&ModuleView::decode(bytes)?)
+}
+
+/// The module(s) a binary file holds, as IR, chosen by
+/// [`detect`](super::detect::detect): an `HloModuleProto` gives one module,
+/// a `ModuleTuningData` its module, a `TuningData` the module of every kernel
+/// (kernels without a module are skipped). HLO text or unrecognised content
+/// gives [`ProtoError::WrongKind`] (parse text with [`crate::hlo`]).
+pub fn modules_from_binary(bytes: &[u8]) -> Result<Vec<Module>> {
+    use super::detect::{detect, InputKind};
+    match detect(bytes) {
+        InputKind::HloModuleProto => Ok(vec![module_from_proto_bytes(bytes)?]),
+        InputKind::ModuleTuningData | InputKind::TuningData => {
+            let t = super::tuning::read_tuning(bytes)?;
+            t.modules()
+                .iter()
+                .filter_map(|m| m.module.as_ref())
+                .map(module_from_proto)
+                .collect()
+        }
+        found => Err(ProtoError::WrongKind {
+            expected: InputKind::HloModuleProto,
+            found,
+        }),
+    }
 }
 
 /// Converts a decoded prost `HloModuleProto` (e.g. the module of a TpuGraphs
@@ -57,7 +82,8 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
         .entry_index()
         .ok_or_else(|| ProtoError::invalid(format!("module `{}`", v.name), "has no computation"))?;
     // Computation id → index (IndexMap position = file order).
-    let mut comp_ids: HashMap<i64, CompId> = HashMap::with_capacity(v.computations.len());
+    let mut comp_ids: FastMap<i64, CompId> = FastMap::default();
+    comp_ids.reserve(v.computations.len());
     for (k, c) in v.computations.iter().enumerate() {
         if comp_ids.insert(c.id, k).is_some() {
             return Err(ProtoError::invalid(
@@ -68,9 +94,10 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
     }
     let mut computations: IndexMap<String, Computation> =
         IndexMap::with_capacity(v.computations.len());
-    let mut ids: HashMap<i64, InstrId> = HashMap::new();
+    let mut ids: FastMap<i64, InstrId> = FastMap::default();
+    let mut opcodes = OpcodeCache::default();
     for c in &v.computations {
-        let comp = computation(c, &comp_ids, &mut ids)?;
+        let comp = computation(c, &comp_ids, &mut ids, &mut opcodes)?;
         if computations.contains_key(&comp.name) {
             return Err(ProtoError::invalid(
                 format!("computation `{}`", comp.name),
@@ -108,24 +135,29 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
     })
 }
 
-fn computation(
-    c: &ComputationView<'_>,
-    comp_ids: &HashMap<i64, CompId>,
-    ids: &mut HashMap<i64, InstrId>,
+fn computation<'a>(
+    c: &ComputationView<'a>,
+    comp_ids: &FastMap<i64, CompId>,
+    ids: &mut FastMap<i64, InstrId>,
+    opcodes: &mut OpcodeCache<'a>,
 ) -> Result<Computation> {
     let mut comp = Computation::new(c.name);
-    comp.graph.reserve_nodes(c.instructions.len());
-    comp.order.reserve(c.instructions.len());
+    let n = c.instruction_count();
+    comp.graph.reserve_nodes(n);
+    comp.graph.reserve_edges(2 * n);
+    comp.order.reserve(n);
     comp.execution_thread = match c.execution_thread {
         "" | "main" => None,
         t => Some(t.to_string()),
     };
     ids.clear();
-    ids.reserve(c.instructions.len());
-    let mut names: HashSet<&str> = HashSet::with_capacity(c.instructions.len());
+    ids.reserve(n);
+    let mut names: FastSet<&str> = FastSet::default();
+    names.reserve(n);
     let mut params: Vec<(i64, InstrId)> = Vec::new();
     let mut root = None;
-    for i in &c.instructions {
+    for k in 0..n {
+        let i = &c.instruction(k)?;
         let ctx = || format!("computation `{}`, instruction `{}`", c.name, i.name);
         let mut operands: SmallVec<[InstrId; 4]> = SmallVec::with_capacity(i.operand_ids.len());
         for &o in &i.operand_ids {
@@ -139,7 +171,16 @@ fn computation(
                 }
             }
         }
-        let ins = instruction(i, &comp, &operands, comp_ids, ids, &ctx)?;
+        let opcode = match opcodes.get(i.opcode) {
+            Some(&o) => o,
+            None => {
+                let o = Opcode::from_name(i.opcode)
+                    .ok_or_else(|| bad(&ctx, format!("unknown opcode '{}'", i.opcode)))?;
+                opcodes.insert(i.opcode, o);
+                o
+            }
+        };
+        let ins = instruction(i, opcode, &comp, &operands, comp_ids, ids, &ctx)?;
         if !names.insert(i.name) {
             return Err(ProtoError::invalid(ctx(), "instruction name is used twice"));
         }
@@ -163,7 +204,7 @@ fn computation(
     }
     comp.root = match root {
         Some(r) => r,
-        None if c.instructions.is_empty() => {
+        None if n == 0 => {
             return Err(ProtoError::invalid(
                 format!("computation `{}`", c.name),
                 "has no instructions",
@@ -191,6 +232,43 @@ fn computation(
     comp.params = params.into_iter().map(|(_, id)| id).collect();
     Ok(comp)
 }
+
+/// FNV-1a: a fast hasher for the short opcode strings.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write_i64(&mut self, x: i64) {
+        // one multiply spreads the low bits (instruction indices) to the
+        // high bits hashbrown uses for its control bytes
+        self.0 = (self.0 ^ x as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// Hash map with the FNV hasher (ids and names are short keys).
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<Fnv>>;
+/// Hash set with the FNV hasher.
+type FastSet<K> = HashSet<K, std::hash::BuildHasherDefault<Fnv>>;
+
+/// Opcode text → [`Opcode`], memoised per module (a module has few distinct
+/// opcodes; the binary search over 132 names showed up in profiles).
+type OpcodeCache<'a> = HashMap<&'a str, Opcode, std::hash::BuildHasherDefault<Fnv>>;
 
 fn bad(ctx: &dyn Fn() -> String, msg: impl Into<String>) -> ProtoError {
     ProtoError::invalid(ctx(), msg)
@@ -252,31 +330,168 @@ fn shape_at(s: &ShapeView, ctx: &dyn Fn() -> String, depth: usize) -> Result<Sha
     }
 }
 
-fn layout(l: &LayoutView, rank: usize, ctx: &dyn Fn() -> String) -> Result<Layout> {
-    let m2m = &l.minor_to_major;
-    if !(m2m.is_empty() && rank == 0) {
-        if m2m.len() != rank {
-            return Err(bad(
-                ctx,
-                format!(
-                    "layout has {} dimensions but the shape has rank {rank}",
-                    m2m.len()
-                ),
-            ));
-        }
-        let mut seen: SmallVec<[bool; 8]> = smallvec::smallvec![false; rank];
-        for &d in m2m {
-            match usize::try_from(d).ok().and_then(|i| seen.get_mut(i)) {
-                Some(s) if !*s => *s = true,
-                _ => {
-                    return Err(bad(
-                        ctx,
-                        "layout minor_to_major is not a permutation of the dimensions",
-                    ))
-                }
-            }
+/// Shape bytes → IR shape directly (no intermediate [`ShapeView`]), with the
+/// same normalisation as [`shape`].
+fn shape_from_bytes(b: &[u8], ctx: &dyn Fn() -> String, depth: usize) -> Result<Shape> {
+    let wire = |err: WireError| ProtoError::Malformed {
+        what: "xla.HloModuleProto",
+        context: format!("{} shape", ctx()),
+        err,
+    };
+    if depth > super::view::MAX_SHAPE_DEPTH {
+        return Err(bad(ctx, "shape nested too deeply"));
+    }
+    let mut ty = 0i32;
+    let mut dims_v = Dims::new();
+    let mut tuple: SmallVec<[&[u8]; 4]> = SmallVec::new();
+    let mut layout_bytes: Option<&[u8]> = None;
+    let mut flags: SmallVec<[i64; 6]> = SmallVec::new();
+    let mut r = Reader::new(b);
+    while let Some((n, v)) = r.next().map_err(wire)? {
+        match n {
+            2 => ty = as_int(v).map_err(wire)? as i32,
+            3 => push_varints(v, &mut dims_v).map_err(wire)?,
+            4 => tuple.push(as_msg(v).map_err(wire)?),
+            5 => layout_bytes = Some(as_msg(v).map_err(wire)?),
+            6 => push_varints(v, &mut flags).map_err(wire)?,
+            _ => {}
         }
     }
+    let ty = PrimitiveType::from_proto_number(ty)
+        .ok_or_else(|| bad(ctx, format!("unknown element type number {ty}")))?;
+    match ty {
+        PrimitiveType::Tuple => Ok(Shape::Tuple(
+            tuple
+                .iter()
+                .map(|t| shape_from_bytes(t, ctx, depth + 1))
+                .collect::<Result<_>>()?,
+        )),
+        PrimitiveType::Buffer => match tuple.first() {
+            Some(t) => Ok(Shape::Buffer(Box::new(shape_from_bytes(
+                t,
+                ctx,
+                depth + 1,
+            )?))),
+            None => Err(bad(ctx, "buffer shape without an element shape")),
+        },
+        PrimitiveType::Invalid => Err(bad(ctx, "shape has no element type")),
+        _ => {
+            let rank = dims_v.len();
+            if !ty.is_array() && rank > 0 {
+                return Err(bad(ctx, format!("'{ty}' shapes cannot have dimensions")));
+            }
+            let mut dynamic_mask = 0u64;
+            for (k, &d) in flags.iter().enumerate() {
+                if d != 0 && k < 64 {
+                    dynamic_mask |= 1 << k;
+                }
+            }
+            let layout = if !ty.is_array() {
+                None
+            } else {
+                match layout_bytes {
+                    Some(lb) => Some(layout_from_bytes(lb, rank, ctx)?),
+                    None => Some(Layout::row_major(rank)),
+                }
+            };
+            Ok(Shape::Array(ArrayShape {
+                element_type: ty,
+                dims: dims_v,
+                dynamic_mask,
+                layout,
+            }))
+        }
+    }
+}
+
+/// Layout bytes → IR layout directly, validated and normalised as [`layout`].
+fn layout_from_bytes(b: &[u8], rank: usize, ctx: &dyn Fn() -> String) -> Result<Layout> {
+    let wire = |err: WireError| ProtoError::Malformed {
+        what: "xla.HloModuleProto",
+        context: format!("{} layout", ctx()),
+        err,
+    };
+    let mut l = Layout::default();
+    let mut r = Reader::new(b);
+    while let Some((n, v)) = r.next().map_err(wire)? {
+        match n {
+            1 => push_varints(v, &mut l.minor_to_major).map_err(wire)?,
+            6 => {
+                let mut t = Tile::default();
+                let mut tr = Reader::new(as_msg(v).map_err(wire)?);
+                while let Some((tn, tv)) = tr.next().map_err(wire)? {
+                    if tn == 1 {
+                        push_varints(tv, &mut t.dims).map_err(wire)?;
+                    }
+                }
+                for d in t.dims.iter_mut() {
+                    if *d == i64::MIN {
+                        *d = -1;
+                    }
+                }
+                l.tiles.push(t);
+            }
+            7 => l.element_size_in_bits = as_int(v).map_err(wire)?,
+            8 => l.memory_space = as_int(v).map_err(wire)?,
+            16 => l.tail_padding_alignment = as_int(v).map_err(wire)?,
+            _ => {}
+        }
+    }
+    if l.tail_padding_alignment == 1 {
+        l.tail_padding_alignment = 0;
+    }
+    check_minor_to_major(&l.minor_to_major, rank, ctx)?;
+    Ok(l)
+}
+
+fn check_minor_to_major(m2m: &[i64], rank: usize, ctx: &dyn Fn() -> String) -> Result<()> {
+    if m2m.is_empty() && rank == 0 {
+        return Ok(());
+    }
+    if m2m.len() != rank {
+        return Err(bad(
+            ctx,
+            format!(
+                "layout has {} dimensions but the shape has rank {rank}",
+                m2m.len()
+            ),
+        ));
+    }
+    let mut seen: u64 = 0;
+    let mut seen_big: Vec<bool> = if rank > 64 {
+        vec![false; rank]
+    } else {
+        Vec::new()
+    };
+    for &d in m2m {
+        let ok = match usize::try_from(d) {
+            Ok(i) if i < rank && rank <= 64 => {
+                let fresh = seen & (1 << i) == 0;
+                seen |= 1 << i;
+                fresh
+            }
+            Ok(i) if i < rank => match seen_big.get_mut(i) {
+                Some(s) if !*s => {
+                    *s = true;
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        };
+        if !ok {
+            return Err(bad(
+                ctx,
+                "layout minor_to_major is not a permutation of the dimensions",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn layout(l: &LayoutView, rank: usize, ctx: &dyn Fn() -> String) -> Result<Layout> {
+    let m2m = &l.minor_to_major;
+    check_minor_to_major(m2m, rank, ctx)?;
     Ok(Layout {
         minor_to_major: m2m.iter().copied().collect(),
         tiles: l
@@ -329,29 +544,31 @@ fn default_comparison_type(t: PrimitiveType) -> &'static str {
 #[allow(clippy::too_many_lines)]
 fn instruction(
     i: &InstructionView<'_>,
+    opcode: Opcode,
     comp: &Computation,
     operands: &[InstrId],
-    comp_ids: &HashMap<i64, CompId>,
-    ids: &HashMap<i64, InstrId>,
+    comp_ids: &FastMap<i64, CompId>,
+    ids: &FastMap<i64, InstrId>,
     ctx: &dyn Fn() -> String,
 ) -> Result<Instruction> {
     use Opcode as O;
-    let opcode = Opcode::from_name(i.opcode)
-        .ok_or_else(|| bad(ctx, format!("unknown opcode '{}'", i.opcode)))?;
-    let shp = match &i.shape {
-        Some(s) => shape(s, ctx)?,
+    let shp = match i.shape_bytes {
+        Some(b) => shape_from_bytes(b, ctx, 0)?,
         None => return Err(bad(ctx, "instruction has no shape")),
     };
     let operand_type = |k: usize| operands.get(k).map(|&o| comp.graph[o].shape.element_type());
     let operand_rank = |k: usize| operands.get(k).map_or(0, |&o| comp.graph[o].shape.rank());
-    let mut a = Attrs::default();
+    // Built in place: an instruction is ~1 KB, moving it around shows in profiles.
+    let mut ins = Instruction::new(i.name, opcode, shp);
+    let shp = &ins.shape;
+    let a = &mut ins.attrs;
 
     match opcode {
         O::Parameter => a.parameter_number = Some(i.parameter_number),
         O::GetTupleElement => a.tuple_index = Some(i.tuple_index),
         O::Constant => {
             a.literal = Some(match i.message::<xla::LiteralProto>(8)? {
-                Some(lit) => literal_text(&lit, &shp).map_err(|m| bad(ctx, m))?,
+                Some(lit) => literal_text(&lit, shp).map_err(|m| bad(ctx, m))?,
                 None => "{...}".to_string(),
             })
         }
@@ -637,7 +854,7 @@ fn instruction(
         a.control_predecessors.push(comp.graph[*pid].name.clone());
     }
 
-    other_attrs(i, opcode, &mut a)?;
+    other_attrs(i, opcode, a)?;
 
     if let Some(m) = i.message::<xla::OpMetadata>(7)? {
         let t = metadata_text(&m);
@@ -675,21 +892,25 @@ fn instruction(
         });
     }
 
-    Ok(Instruction {
-        name: i.name.to_string(),
-        opcode,
-        async_wrapped: None,
-        shape: shp,
-        attrs: a,
-        line: 0,
-        col: 0,
-    })
+    Ok(ins)
 }
 
 /// Untyped attributes the text front end keeps verbatim in `Attrs::other`,
 /// in the order XLA prints them.
 fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result<()> {
     use Opcode as O;
+    if i.other.is_empty()
+        && !matches!(
+            opcode,
+            O::RngBitGenerator
+                | O::RngGetAndUpdateState
+                | O::Scan
+                | O::CollectivePermute
+                | O::CollectivePermuteStart
+        )
+    {
+        return Ok(());
+    }
     let mut push = |k: &str, v: String| a.other.push((k.to_string(), v));
     // replica groups: legacy list (49), explicit list (87) or iota form (92)
     let groups = i.messages::<xla::ReplicaGroup>(49)?;

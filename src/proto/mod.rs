@@ -17,7 +17,9 @@ pub mod wire;
 
 pub use detect::{detect, InputKind};
 pub use error::ProtoError;
-pub use hlo_module::{module_from_proto, module_from_proto_bytes, module_from_view};
+pub use hlo_module::{
+    module_from_proto, module_from_proto_bytes, module_from_view, modules_from_binary,
+};
 pub use inspect::{inspect_bytes, summarize, ModuleSummary, TuningSummary};
 pub use tuning::{
     flattened_nodes, read_hlo_module_proto, read_module_tuning, read_tuning, read_tuning_file,

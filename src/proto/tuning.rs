@@ -346,6 +346,14 @@ impl ModuleTuning {
         })
     }
 
+    /// The module as IR (`None` if the entry has no module).
+    pub fn module_ir(&self) -> Result<Option<crate::ir::Module>> {
+        self.module
+            .as_ref()
+            .map(super::hlo_module::module_from_proto)
+            .transpose()
+    }
+
     /// Index of the first run marked `is_default`.
     pub fn default_run(&self) -> Option<usize> {
         self.runs.iter().position(|r| r.is_default)

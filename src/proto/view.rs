@@ -43,15 +43,17 @@ pub struct ModuleView<'a> {
     pub entry_computation_id: i64,
 }
 
-/// Decoded `xla.HloComputationProto`.
+/// Decoded `xla.HloComputationProto`; instructions are decoded on demand.
 #[derive(Debug, Clone, Default)]
 pub struct ComputationView<'a> {
+    /// Position in the module.
+    pub index: usize,
     /// Computation name (field 1).
     pub name: &'a str,
-    /// Instructions, operands first (field 2).
-    pub instructions: Vec<InstructionView<'a>>,
-    /// Parameter and result shapes (field 4).
-    pub program_shape: Option<ProgramShapeView<'a>>,
+    /// Raw instruction payloads, operands first (field 2).
+    pub instruction_bytes: Vec<&'a [u8]>,
+    /// Raw parameter and result shapes (field 4).
+    pub program_shape_bytes: Option<&'a [u8]>,
     /// Computation id (field 5).
     pub id: i64,
     /// Id of the root instruction (field 6).
@@ -110,8 +112,8 @@ pub struct InstructionView<'a> {
     pub name: &'a str,
     /// Opcode text (field 2).
     pub opcode: &'a str,
-    /// Result shape (field 3).
-    pub shape: Option<ShapeView>,
+    /// Raw result shape (field 3); see [`InstructionView::shape`].
+    pub shape_bytes: Option<&'a [u8]>,
     /// Parameter number (field 9).
     pub parameter_number: i64,
     /// Tuple index of get-tuple-element (field 13).
@@ -193,35 +195,33 @@ impl<'a> ModuleView<'a> {
 
     /// Number of instructions over all computations.
     pub fn instruction_count(&self) -> usize {
-        self.computations.iter().map(|c| c.instructions.len()).sum()
+        self.computations
+            .iter()
+            .map(|c| c.instruction_bytes.len())
+            .sum()
     }
 }
 
 impl<'a> ComputationView<'a> {
     fn decode(bytes: &'a [u8], index: usize) -> Result<Self> {
         const WHAT: &str = "xla.HloModuleProto";
-        let mut c = ComputationView::default();
-        let mut r = Reader::new(bytes);
-        let mut insts: SmallVec<[&'a [u8]; 0]> = SmallVec::new();
-        let here = |c: &ComputationView<'_>| {
-            if c.name.is_empty() {
-                format!("computation #{index}")
-            } else {
-                format!("computation #{index} `{}`", c.name)
-            }
+        let mut c = ComputationView {
+            index,
+            ..ComputationView::default()
         };
+        let mut r = Reader::new(bytes);
         loop {
             let next = r.next().map_err(|err| ProtoError::Malformed {
                 what: WHAT,
-                context: here(&c),
+                context: c.here(),
                 err,
             })?;
             let Some((n, v)) = next else { break };
             let res: std::result::Result<(), WireError> = (|| {
                 match n {
                     1 => c.name = as_str(v)?,
-                    2 => insts.push(as_msg(v)?),
-                    4 => c.program_shape = Some(ProgramShapeView::decode(as_msg(v)?)?),
+                    2 => c.instruction_bytes.push(as_msg(v)?),
+                    4 => c.program_shape_bytes = Some(as_msg(v)?),
                     5 => c.id = as_int(v)?,
                     6 => c.root_id = as_int(v)?,
                     7 => c.is_fusion_computation = as_int(v)? != 0,
@@ -232,32 +232,62 @@ impl<'a> ComputationView<'a> {
             })();
             res.map_err(|err| ProtoError::Malformed {
                 what: WHAT,
-                context: format!("{} field {n}", here(&c)),
+                context: format!("{} field {n}", c.here()),
                 err,
             })?;
         }
-        c.instructions.reserve_exact(insts.len());
-        for (k, b) in insts.into_iter().enumerate() {
-            // decode in place: instructions are a few hundred bytes each
-            c.instructions.push(InstructionView::default());
-            let res = match c.instructions.last_mut() {
-                Some(i) => i.decode_into(b),
-                None => Ok(()),
-            };
-            if let Err(err) = res {
-                let name = c.instructions.last().map_or("", |i| i.name);
-                return Err(ProtoError::Malformed {
-                    what: WHAT,
-                    context: if name.is_empty() {
-                        format!("{}, instruction #{k}", here(&c))
-                    } else {
-                        format!("{}, instruction #{k} `{name}`", here(&c))
-                    },
-                    err,
-                });
-            }
-        }
         Ok(c)
+    }
+
+    fn here(&self) -> String {
+        if self.name.is_empty() {
+            format!("computation #{}", self.index)
+        } else {
+            format!("computation #{} `{}`", self.index, self.name)
+        }
+    }
+
+    /// Number of instructions.
+    pub fn instruction_count(&self) -> usize {
+        self.instruction_bytes.len()
+    }
+
+    /// Decodes instruction `k` (errors name the computation and instruction).
+    pub fn instruction(&self, k: usize) -> Result<InstructionView<'a>> {
+        let Some(b) = self.instruction_bytes.get(k) else {
+            return Err(ProtoError::invalid(
+                self.here(),
+                format!("has no instruction #{k}"),
+            ));
+        };
+        let mut i = InstructionView::default();
+        i.decode_into(b).map_err(|err| ProtoError::Malformed {
+            what: "xla.HloModuleProto",
+            context: if i.name.is_empty() {
+                format!("{}, instruction #{k}", self.here())
+            } else {
+                format!("{}, instruction #{k} `{}`", self.here(), i.name)
+            },
+            err,
+        })?;
+        Ok(i)
+    }
+
+    /// Decodes every instruction, in order.
+    pub fn instructions(&self) -> impl Iterator<Item = Result<InstructionView<'a>>> + '_ {
+        (0..self.instruction_bytes.len()).map(move |k| self.instruction(k))
+    }
+
+    /// Decodes the computation's program shape (`None` if absent).
+    pub fn program_shape(&self) -> Result<Option<ProgramShapeView<'a>>> {
+        self.program_shape_bytes
+            .map(ProgramShapeView::decode)
+            .transpose()
+            .map_err(|err| ProtoError::Malformed {
+                what: "xla.HloModuleProto",
+                context: format!("{} program_shape", self.here()),
+                err,
+            })
     }
 }
 
@@ -348,6 +378,13 @@ impl From<&xla::ShapeProto> for ShapeView {
 }
 
 impl LayoutView {
+    /// Decodes a serialized `xla.LayoutProto`.
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Self, WireError> {
+        let mut l = LayoutView::default();
+        l.decode_into(bytes)?;
+        Ok(l)
+    }
+
     fn decode_into(&mut self, bytes: &[u8]) -> std::result::Result<(), WireError> {
         let l = self;
         let mut r = Reader::new(bytes);
@@ -375,6 +412,21 @@ impl LayoutView {
 }
 
 impl<'a> InstructionView<'a> {
+    /// Decodes a serialized `HloInstructionProto`.
+    pub fn decode(bytes: &'a [u8]) -> std::result::Result<Self, WireError> {
+        let mut i = InstructionView::default();
+        i.decode_into(bytes)?;
+        Ok(i)
+    }
+
+    /// The decoded result shape (`None` if absent).
+    pub fn shape(&self) -> Result<Option<ShapeView>> {
+        self.shape_bytes
+            .map(ShapeView::decode)
+            .transpose()
+            .map_err(|e| self.bad(3, e))
+    }
+
     /// Decodes one instruction into `self` (a default value).
     fn decode_into(&mut self, bytes: &'a [u8]) -> std::result::Result<(), WireError> {
         let i = self;
@@ -383,10 +435,7 @@ impl<'a> InstructionView<'a> {
             match n {
                 1 => i.name = as_str(v)?,
                 2 => i.opcode = as_str(v)?,
-                3 => {
-                    let s = i.shape.insert(ShapeView::default());
-                    s.decode_into(as_msg(v)?, 0)?;
-                }
+                3 => i.shape_bytes = Some(as_msg(v)?),
                 9 => i.parameter_number = as_int(v)?,
                 13 => i.tuple_index = as_int(v)?,
                 14 => push_varints(v, &mut i.dimensions)?,
