@@ -2,6 +2,7 @@
 //! definitions and the dispatcher.
 
 mod input;
+mod inspect;
 mod parse;
 
 pub use input::{load_modules, LoadedModule};
@@ -23,6 +24,8 @@ pub enum Command {
     Parse(parse::ParseArgs),
     /// Print a module as canonical HLO text.
     Print(parse::PrintArgs),
+    /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
+    Inspect(inspect::InspectArgs),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -31,6 +34,7 @@ pub fn run() -> i32 {
     let result = match cli.command {
         Command::Parse(a) => parse::parse(a),
         Command::Print(a) => parse::print(a),
+        Command::Inspect(a) => inspect::inspect(a),
     };
     match result {
         Ok(code) => code,

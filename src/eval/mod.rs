@@ -2,3 +2,4 @@
 //! TpuGraphs / Kaggle "Fast or Slow" metrics (see [`metrics`]).
 
 pub mod metrics;
+pub mod score;

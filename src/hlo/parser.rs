@@ -1124,10 +1124,12 @@ impl LineCounter {
             *self = LineCounter::default();
         }
         let bytes = &src.as_bytes()[self.offset..to.min(src.len())];
-        for (i, &b) in bytes.iter().enumerate() {
-            if b == b'\n' {
-                self.line += 1;
-                self.line_start = self.offset + i + 1;
+        // Counting bytes vectorises; the last newline is found from the end.
+        let newlines = bytes.iter().filter(|&&b| b == b'\n').count();
+        if newlines > 0 {
+            self.line += newlines;
+            if let Some(p) = bytes.iter().rposition(|&b| b == b'\n') {
+                self.line_start = self.offset + p + 1;
             }
         }
         self.offset = to.min(src.len());

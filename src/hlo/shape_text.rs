@@ -6,6 +6,88 @@ use crate::ir::{ArrayShape, Dims, Layout, PrimitiveType, Tile, UNBOUNDED_DIM};
 
 /// Parse an array shape token. Offsets in errors are relative to `text`.
 pub fn array_shape(text: &str) -> Result<ArrayShape, ValueError> {
+    if let Some(a) = array_shape_fast(text) {
+        return Ok(a);
+    }
+    array_shape_general(text)
+}
+
+/// The printer's common form, `f32[8,7,7,512]{3,2,1,0}` (static dims, plain or no
+/// layout, no blanks), read in one pass; `None` sends anything else to the general
+/// reader, which also produces the errors.
+fn array_shape_fast(text: &str) -> Option<ArrayShape> {
+    let b = text.as_bytes();
+    let open = b.iter().position(|&c| c == b'[')?;
+    let element_type = PrimitiveType::from_name(&text[..open])?;
+    let mut i = open + 1;
+    let mut dims = Dims::new();
+    let num = |i: &mut usize| -> Option<i64> {
+        let start = *i;
+        let mut v: i64 = 0;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            v = v.checked_mul(10)?.checked_add((b[*i] - b'0') as i64)?;
+            *i += 1;
+        }
+        (*i > start).then_some(v)
+    };
+    if b.get(i) != Some(&b']') {
+        loop {
+            dims.push(num(&mut i)?);
+            match b.get(i)? {
+                b',' => i += 1,
+                b']' => break,
+                _ => return None,
+            }
+        }
+    }
+    i += 1;
+    let layout = if i == b.len() {
+        None
+    } else {
+        if b.get(i) != Some(&b'{') {
+            return None;
+        }
+        i += 1;
+        let mut m2m = Dims::new();
+        let mut seen: u64 = 0;
+        if b.get(i) != Some(&b'}') {
+            loop {
+                let d = num(&mut i)?;
+                if d as usize >= dims.len() || d >= 64 || seen >> d & 1 == 1 {
+                    return None;
+                }
+                seen |= 1 << d;
+                m2m.push(d);
+                match b.get(i)? {
+                    b',' => i += 1,
+                    b'}' => break,
+                    _ => return None,
+                }
+            }
+        }
+        if i + 1 != b.len()
+            || m2m.len() != dims.len()
+            || (dims.is_empty() && !element_type.is_array())
+        {
+            return None;
+        }
+        Some(crate::ir::Layout {
+            minor_to_major: m2m,
+            ..Default::default()
+        })
+    };
+    if !element_type.is_array() && !dims.is_empty() {
+        return None;
+    }
+    Some(ArrayShape {
+        element_type,
+        dims,
+        dynamic_mask: 0,
+        layout,
+    })
+}
+
+fn array_shape_general(text: &str) -> Result<ArrayShape, ValueError> {
     let mut c = Cursor::new(text);
     let ty = c.word()?;
     let element_type = match PrimitiveType::from_name(ty) {
@@ -185,6 +267,26 @@ mod tests {
         assert_eq!(a.dims[1], UNBOUNDED_DIM);
         let s = array_shape("f32[]{:T(256)}").unwrap();
         assert_eq!(s.layout.unwrap().tiles[0].dims.as_slice(), &[256]);
+    }
+
+    #[test]
+    fn fast_and_general_readers_agree() {
+        for t in [
+            "f32[8,7,7,512]{3,2,1,0}",
+            "f32[]",
+            "pred[3]{0}",
+            "s32[2,3]",
+            "f32[ 8 , 7 ]{1,0}",
+            "bf16[4,5]{0,1:T(8,128)(2,1)}",
+            "u4[8]{0:E(4)}",
+            "token[]",
+        ] {
+            let g = array_shape_general(t).unwrap();
+            assert_eq!(array_shape(t).unwrap(), g, "{t}");
+            if let Some(f) = array_shape_fast(t) {
+                assert_eq!(f, g, "{t}");
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,153 @@
+//! Scoring a Kaggle-style submission (`ID,TopConfigs`) against the runtimes stored in a
+//! TpuGraphs npz tree, with the official per-collection metrics and the final score.
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+use super::metrics::{
+    kaggle_final_score, kaggle_layout_score_for_ranking, kaggle_tile_score_for_ranking,
+};
+use crate::dataset::npz::{NpyArray, NpzReader};
+
+/// Scores of one collection.
+#[derive(Debug, Clone, Serialize)]
+pub struct CollectionScore {
+    /// `tile:xla`, `layout:xla:default`, ...
+    pub collection: String,
+    pub graphs: usize,
+    /// Mean Kaggle score (tile: 2 − best_in_top5/best; layout: Kendall τ-b).
+    pub score: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScoreReport {
+    pub collections: Vec<CollectionScore>,
+    /// Mean of the collection scores (Kaggle's final score).
+    pub final_score: f64,
+}
+
+/// Why scoring failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScoreError {
+    #[error("{file}:{line}: {msg}")]
+    Csv {
+        file: String,
+        line: usize,
+        msg: String,
+    },
+    #[error("{0}")]
+    Data(String),
+}
+
+fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
+    let err = |e: String| ScoreError::Data(format!("{}: {e}", path.display()));
+    let mut r = NpzReader::open(path).map_err(|e| err(e.to_string()))?;
+    let to_f64 = |a: &NpyArray| -> Option<Vec<f64>> {
+        a.as_slice::<i64>()
+            .map(|v| v.iter().map(|&x| x as f64).collect())
+            .or_else(|| {
+                a.as_slice::<i32>()
+                    .map(|v| v.iter().map(|&x| x as f64).collect())
+            })
+            .or_else(|| a.as_slice::<f64>().map(|v| v.to_vec()))
+            .or_else(|| {
+                a.as_slice::<f32>()
+                    .map(|v| v.iter().map(|&x| x as f64).collect())
+            })
+    };
+    let rt = r.read("config_runtime").map_err(|e| err(e.to_string()))?;
+    let mut y = to_f64(&rt).ok_or_else(|| err("config_runtime has an unsupported dtype".into()))?;
+    if tile {
+        let n = r
+            .read("config_runtime_normalizers")
+            .map_err(|e| err(e.to_string()))?;
+        let n = to_f64(&n).ok_or_else(|| err("normalizers have an unsupported dtype".into()))?;
+        if n.len() != y.len() {
+            return Err(err("config_runtime and normalizers differ in length".into()));
+        }
+        for (a, b) in y.iter_mut().zip(n) {
+            *a /= b;
+        }
+    }
+    Ok(y)
+}
+
+/// Score `predictions` (CSV with header `ID,TopConfigs`) against the npz files under
+/// `root` (the folder holding `tile/` and `layout/`), split `split`.
+pub fn score_submission(
+    root: &Path,
+    split: &str,
+    predictions: &Path,
+) -> Result<ScoreReport, ScoreError> {
+    let file = predictions.display().to_string();
+    let text = std::fs::read_to_string(predictions)
+        .map_err(|e| ScoreError::Data(format!("{file}: {e}")))?;
+    let mut per: IndexMap<String, Vec<f64>> = IndexMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || (i == 0 && line.starts_with("ID")) {
+            continue;
+        }
+        let csv = |msg: String| ScoreError::Csv {
+            file: file.clone(),
+            line: i + 1,
+            msg,
+        };
+        let (id, top) = line
+            .split_once(',')
+            .ok_or_else(|| csv("expected ID,TopConfigs".into()))?;
+        let parts: Vec<&str> = id.split(':').collect();
+        let (collection, path, tile): (String, PathBuf, bool) = match parts.as_slice() {
+            ["tile", "xla", stem] => (
+                "tile:xla".into(),
+                root.join("tile/xla")
+                    .join(split)
+                    .join(format!("{stem}.npz")),
+                true,
+            ),
+            ["layout", src, search, stem] => (
+                format!("layout:{src}:{search}"),
+                root.join("layout")
+                    .join(src)
+                    .join(search)
+                    .join(split)
+                    .join(format!("{stem}.npz")),
+                false,
+            ),
+            _ => return Err(csv(format!("unknown ID '{id}'"))),
+        };
+        let ranking: Vec<usize> = top
+            .split(';')
+            .filter(|t| !t.trim().is_empty())
+            .map(|t| t.trim().parse::<usize>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| csv("TopConfigs must be ';'-separated config indices".into()))?;
+        let y = runtimes(&path, tile)?;
+        let s = if tile {
+            kaggle_tile_score_for_ranking(&ranking, &y)
+        } else {
+            kaggle_layout_score_for_ranking(&ranking, &y)
+        }
+        .map_err(|e| csv(e.to_string()))?;
+        per.entry(collection).or_default().push(s);
+    }
+    if per.is_empty() {
+        return Err(ScoreError::Data(format!("{file}: no predictions")));
+    }
+    let collections: Vec<CollectionScore> = per
+        .into_iter()
+        .map(|(collection, v)| CollectionScore {
+            collection,
+            graphs: v.len(),
+            score: v.iter().sum::<f64>() / v.len() as f64,
+        })
+        .collect();
+    let scores: Vec<f64> = collections.iter().map(|c| c.score).collect();
+    let final_score = kaggle_final_score(&scores).map_err(|e| ScoreError::Data(e.to_string()))?;
+    Ok(ScoreReport {
+        collections,
+        final_score,
+    })
+}
