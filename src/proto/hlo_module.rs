@@ -156,8 +156,10 @@ fn computation<'a>(
     names.reserve(n);
     let mut params: Vec<(i64, InstrId)> = Vec::new();
     let mut root = None;
+    let mut i = InstructionView::default();
     for k in 0..n {
-        let i = &c.instruction(k)?;
+        c.instruction_into(k, &mut i)?;
+        let i = &i;
         let ctx = || format!("computation `{}`, instruction `{}`", c.name, i.name);
         let mut operands: SmallVec<[InstrId; 4]> = SmallVec::with_capacity(i.operand_ids.len());
         for &o in &i.operand_ids {
@@ -180,23 +182,48 @@ fn computation<'a>(
                 o
             }
         };
-        let ins = instruction(i, opcode, &comp, &operands, comp_ids, ids, &ctx)?;
         if !names.insert(i.name) {
             return Err(ProtoError::invalid(ctx(), "instruction name is used twice"));
         }
-        let pnum = ins
-            .attrs
-            .parameter_number
-            .filter(|_| ins.opcode == Opcode::Parameter);
-        let id = comp.add(ins, &operands);
+        // What the attributes need from other instructions, read before the
+        // new node is borrowed mutably.
+        let operand_info = OperandInfo {
+            type0: operands
+                .first()
+                .map(|&o| comp.graph[o].shape.element_type()),
+            rank0: operands.first().map_or(0, |&o| comp.graph[o].shape.rank()),
+            rank1: operands.get(1).map_or(0, |&o| comp.graph[o].shape.rank()),
+        };
+        let mut control_predecessors = Vec::new();
+        for p in &i.control_predecessor_ids {
+            let pid = ids.get(p).ok_or_else(|| {
+                bad(
+                    &ctx,
+                    format!("control predecessor id {p} is not an earlier instruction"),
+                )
+            })?;
+            control_predecessors.push(comp.graph[*pid].name.clone());
+        }
+        // The node is created first and filled in place: an instruction is
+        // ~900 bytes and every move of it showed in profiles.
+        let id = comp
+            .graph
+            .add_node(Instruction::new(i.name, opcode, Shape::Tuple(Vec::new())));
+        for (slot, &op) in operands.iter().enumerate() {
+            comp.graph.add_edge(op, id, slot as u32);
+        }
+        comp.order.push(id);
+        let ins = &mut comp.graph[id];
+        ins.attrs.control_predecessors = control_predecessors;
+        fill_instruction(i, ins, &operand_info, comp_ids, &ctx)?;
         if ids.insert(i.id, id).is_some() {
             return Err(ProtoError::invalid(
                 ctx(),
                 format!("instruction id {} is used twice", i.id),
             ));
         }
-        if let Some(n) = pnum {
-            params.push((n, id));
+        if opcode == Opcode::Parameter {
+            params.push((i.parameter_number, id));
         }
         if i.id == c.root_id {
             root = Some(id);
@@ -541,25 +568,36 @@ fn default_comparison_type(t: PrimitiveType) -> &'static str {
     }
 }
 
+/// Facts about the operands that some attributes depend on.
+struct OperandInfo {
+    /// Element type of operand 0 (compare type default, conditional form).
+    type0: Option<PrimitiveType>,
+    /// Rank of operand 0 (convolution dim_labels).
+    rank0: usize,
+    /// Rank of operand 1 (convolution dim_labels).
+    rank1: usize,
+}
+
+/// Fills shape and attributes of a freshly added instruction node.
 #[allow(clippy::too_many_lines)]
-fn instruction(
+fn fill_instruction(
     i: &InstructionView<'_>,
-    opcode: Opcode,
-    comp: &Computation,
-    operands: &[InstrId],
+    ins: &mut Instruction,
+    operands: &OperandInfo,
     comp_ids: &FastMap<i64, CompId>,
-    ids: &FastMap<i64, InstrId>,
     ctx: &dyn Fn() -> String,
-) -> Result<Instruction> {
+) -> Result<()> {
     use Opcode as O;
-    let shp = match i.shape_bytes {
+    let opcode = ins.opcode;
+    ins.shape = match i.shape_bytes {
         Some(b) => shape_from_bytes(b, ctx, 0)?,
         None => return Err(bad(ctx, "instruction has no shape")),
     };
-    let operand_type = |k: usize| operands.get(k).map(|&o| comp.graph[o].shape.element_type());
-    let operand_rank = |k: usize| operands.get(k).map_or(0, |&o| comp.graph[o].shape.rank());
-    // Built in place: an instruction is ~1 KB, moving it around shows in profiles.
-    let mut ins = Instruction::new(i.name, opcode, shp);
+    let operand_type = |k: usize| if k == 0 { operands.type0 } else { None };
+    let operand_rank = |k: usize| match k {
+        0 => operands.rank0,
+        _ => operands.rank1,
+    };
     let shp = &ins.shape;
     let a = &mut ins.attrs;
 
@@ -843,17 +881,6 @@ fn instruction(
         _ => role_list(CallRole::Calls).collect(),
     };
 
-    // Control predecessors by name.
-    for p in &i.control_predecessor_ids {
-        let pid = ids.get(p).ok_or_else(|| {
-            bad(
-                ctx,
-                format!("control predecessor id {p} is not an earlier instruction"),
-            )
-        })?;
-        a.control_predecessors.push(comp.graph[*pid].name.clone());
-    }
-
     other_attrs(i, opcode, a)?;
 
     if let Some(m) = i.message::<xla::OpMetadata>(7)? {
@@ -891,8 +918,7 @@ fn instruction(
             }
         });
     }
-
-    Ok(ins)
+    Ok(())
 }
 
 /// Untyped attributes the text front end keeps verbatim in `Attrs::other`,

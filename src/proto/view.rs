@@ -273,6 +273,26 @@ impl<'a> ComputationView<'a> {
         Ok(i)
     }
 
+    /// Decodes instruction `k` into `out`, reusing its buffers.
+    pub fn instruction_into(&self, k: usize, out: &mut InstructionView<'a>) -> Result<()> {
+        let Some(b) = self.instruction_bytes.get(k) else {
+            return Err(ProtoError::invalid(
+                self.here(),
+                format!("has no instruction #{k}"),
+            ));
+        };
+        out.clear();
+        out.decode_into(b).map_err(|err| ProtoError::Malformed {
+            what: "xla.HloModuleProto",
+            context: if out.name.is_empty() {
+                format!("{}, instruction #{k}", self.here())
+            } else {
+                format!("{}, instruction #{k} `{}`", self.here(), out.name)
+            },
+            err,
+        })
+    }
+
     /// Decodes every instruction, in order.
     pub fn instructions(&self) -> impl Iterator<Item = Result<InstructionView<'a>>> + '_ {
         (0..self.instruction_bytes.len()).map(move |k| self.instruction(k))
@@ -425,6 +445,21 @@ impl<'a> InstructionView<'a> {
             .map(ShapeView::decode)
             .transpose()
             .map_err(|e| self.bad(3, e))
+    }
+
+    /// Resets to the default value, keeping allocated buffers.
+    fn clear(&mut self) {
+        self.name = "";
+        self.opcode = "";
+        self.shape_bytes = None;
+        self.parameter_number = 0;
+        self.tuple_index = 0;
+        self.dimensions.clear();
+        self.id = 0;
+        self.operand_ids.clear();
+        self.control_predecessor_ids.clear();
+        self.called_computation_ids.clear();
+        self.other.clear();
     }
 
     /// Decodes one instruction into `self` (a default value).

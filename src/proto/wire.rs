@@ -84,11 +84,18 @@ impl<'a> Reader<'a> {
 
     #[inline(always)]
     fn varint(&mut self) -> Result<u64, WireError> {
-        // fast path: one-byte varints (tags, small numbers, lengths < 128)
+        // fast paths: one-byte varints (tags of fields 1-15, small numbers,
+        // lengths < 128) and two-byte ones (tags of fields 16-2047)
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(u64::from(b));
+            }
+            if let Some(&c) = self.buf.get(self.pos + 1) {
+                if c < 0x80 {
+                    self.pos += 2;
+                    return Ok(u64::from(b & 0x7f) | (u64::from(c) << 7));
+                }
             }
         }
         self.varint_slow()
