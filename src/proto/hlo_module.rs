@@ -126,7 +126,7 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
         name: v.name.to_string(),
         attrs: ModuleAttrs {
             entry_computation_layout,
-            is_scheduled: false,
+            is_scheduled: v.has_schedule,
             other: Vec::new(),
         },
         stack_frames: None,

@@ -41,6 +41,8 @@ pub struct ModuleView<'a> {
     pub id: i64,
     /// Entry computation id (field 6; absent = 0).
     pub entry_computation_id: i64,
+    /// A schedule is present (field 7; text form `is_scheduled=true`).
+    pub has_schedule: bool,
 }
 
 /// Decoded `xla.HloComputationProto`; instructions are decoded on demand.
@@ -172,6 +174,7 @@ impl<'a> ModuleView<'a> {
                 }
                 5 => m.id = as_int(v).map_err(wire_err(WHAT, ctx))?,
                 6 => m.entry_computation_id = as_int(v).map_err(wire_err(WHAT, ctx))?,
+                7 => m.has_schedule = true,
                 _ => {}
             }
         }
