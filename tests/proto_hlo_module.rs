@@ -223,6 +223,46 @@ mod structural_errors {
     }
 
     #[test]
+    fn entry_by_name_when_the_id_is_absent() {
+        // an old writer that never set entry_computation_id (reads as 0):
+        // computation id 0 is a callee, the name says which is the entry
+        let callee = HloComputationProto {
+            name: "callee".into(),
+            id: 0,
+            root_id: 1,
+            instructions: vec![inst(1, "p", "parameter", &[])],
+            ..Default::default()
+        };
+        let mut call = inst(3, "c", "call", &[2]);
+        call.called_computation_ids = vec![0];
+        let main = HloComputationProto {
+            name: "main".into(),
+            id: 1,
+            root_id: 3,
+            instructions: vec![inst(2, "x", "parameter", &[]), call],
+            ..Default::default()
+        };
+        let mut m = HloModuleProto {
+            name: "m".into(),
+            entry_computation_name: "main".into(),
+            computations: vec![callee, main],
+            ..Default::default()
+        };
+        let ir = module_from_proto_bytes(&m.encode_to_vec()).unwrap();
+        assert_eq!(ir.entry().name, "main");
+        let c = ir.entry();
+        assert_eq!(
+            c.instr(c.root).attrs.called.as_slice(),
+            &[(tpusim::ir::CallRole::ToApply, 0)]
+        );
+        // with the id set, the id wins
+        m.entry_computation_id = 1;
+        m.entry_computation_name.clear();
+        let ir = module_from_proto_bytes(&m.encode_to_vec()).unwrap();
+        assert_eq!(ir.entry().name, "main");
+    }
+
+    #[test]
     fn clear_errors() {
         let e = err(&module(vec![inst(1, "a", "negate", &[5])], 1));
         assert_eq!(

@@ -96,15 +96,20 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
         IndexMap::with_capacity(v.computations.len());
     let mut ids: FastMap<i64, InstrId> = FastMap::default();
     let mut opcodes = OpcodeCache::default();
+    let mut names: FastSet<&str> = FastSet::default();
     for c in &v.computations {
-        let comp = computation(c, &comp_ids, &mut ids, &mut opcodes)?;
-        if computations.contains_key(&comp.name) {
-            return Err(ProtoError::invalid(
-                format!("computation `{}`", comp.name),
-                "is defined twice",
-            ));
+        let comp = computation(c, &comp_ids, &mut ids, &mut names, &mut opcodes)?;
+        match computations.entry(comp.name.clone()) {
+            indexmap::map::Entry::Occupied(_) => {
+                return Err(ProtoError::invalid(
+                    format!("computation `{}`", comp.name),
+                    "is defined twice",
+                ))
+            }
+            indexmap::map::Entry::Vacant(e) => {
+                e.insert(comp);
+            }
         }
-        computations.insert(comp.name.clone(), comp);
     }
     let entry_computation_layout = match &v.host_program_shape {
         Some(p) => {
@@ -139,6 +144,7 @@ fn computation<'a>(
     c: &ComputationView<'a>,
     comp_ids: &FastMap<i64, CompId>,
     ids: &mut FastMap<i64, InstrId>,
+    names: &mut FastSet<&'a str>,
     opcodes: &mut OpcodeCache<'a>,
 ) -> Result<Computation> {
     let mut comp = Computation::new(c.name);
@@ -152,7 +158,7 @@ fn computation<'a>(
     };
     ids.clear();
     ids.reserve(n);
-    let mut names: FastSet<&str> = FastSet::default();
+    names.clear();
     names.reserve(n);
     let mut params: Vec<(i64, InstrId)> = Vec::new();
     let mut root = None;

@@ -182,18 +182,34 @@ impl<'a> ModuleView<'a> {
     }
 
     /// Index of the entry computation: the one whose id is
-    /// `entry_computation_id`, else the one named `entry_computation_name`,
-    /// else the last one (spec section 2). `None` if there are none.
+    /// `entry_computation_id` (if its name agrees with
+    /// `entry_computation_name` or that is empty), else the one named
+    /// `entry_computation_name`, else the id match, else the last one (spec
+    /// section 2; `entry_computation_id` 0 is absent on the wire, so an old
+    /// writer that never set it must not select callee 0). `None` if there
+    /// are no computations.
     pub fn entry_index(&self) -> Option<usize> {
-        self.computations
+        let by_id = self
+            .computations
             .iter()
-            .position(|c| c.id == self.entry_computation_id)
-            .or_else(|| {
-                self.computations
-                    .iter()
-                    .position(|c| c.name == self.entry_computation_name)
-            })
-            .or_else(|| self.computations.len().checked_sub(1))
+            .position(|c| c.id == self.entry_computation_id);
+        let by_name = || {
+            self.computations
+                .iter()
+                .position(|c| c.name == self.entry_computation_name)
+        };
+        match by_id {
+            Some(i)
+                if self.entry_computation_name.is_empty()
+                    || self.computations.get(i).map(|c| c.name)
+                        == Some(self.entry_computation_name) =>
+            {
+                Some(i)
+            }
+            _ => by_name()
+                .or(by_id)
+                .or_else(|| self.computations.len().checked_sub(1)),
+        }
     }
 
     /// Number of instructions over all computations.
