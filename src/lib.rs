@@ -5,10 +5,13 @@
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
 
+pub mod analysis;
 pub mod cli;
 pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
 pub mod proto;
+pub mod kernels;
+pub mod passes;
 pub mod tpu;

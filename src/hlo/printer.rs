@@ -500,8 +500,12 @@ pub fn write_layout(out: &mut String, l: &Layout, scalar: bool) {
     for e in l.extra.iter().filter(|e| e.starts_with('D')) {
         out.push_str(e);
     }
+    // XLA writes the `T` once: `T(8,128)(2,1)`.
+    if !l.tiles.is_empty() {
+        out.push('T');
+    }
     for t in &l.tiles {
-        out.push_str("T(");
+        out.push('(');
         for (i, d) in t.dims.iter().enumerate() {
             if i > 0 {
                 out.push(',');

@@ -96,6 +96,14 @@ pub enum ModelError {
         /// Dilation.
         dilation: i64,
     },
+    /// An `Outer` map has a non-positive inner size.
+    #[error("input {input}: merged-dim inner size {inner} must be ≥ 1")]
+    BadOuter {
+        /// Input index.
+        input: usize,
+        /// Inner size.
+        inner: i64,
+    },
     /// `kernel_operand` points past the inputs.
     #[error("kernel operand index {index} but the kernel has {inputs} inputs")]
     BadKernelOperand {

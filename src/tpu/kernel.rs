@@ -108,6 +108,17 @@ pub enum DimMap {
     },
     /// Not tiled: every tile needs the whole dim (e.g. a gather table).
     Full,
+    /// Major part of a dim that a reshape / bitcast merged into iteration
+    /// dim `iter` together with more-minor dims of total size `inner`:
+    /// index = iteration index ÷ `inner`, so a tile of `t` iterations needs
+    /// `⌈t/inner⌉` rows (clipped to the dim). Added for the HLO lowering
+    /// (`kernels::lower`), e.g. an `[8,128,768]` operand read as `[1024,768]`.
+    Outer {
+        /// Iteration dim the merged dim runs along.
+        iter: usize,
+        /// Product of the more-minor merged dims (≥ 1).
+        inner: i64,
+    },
 }
 
 /// One operand of the kernel.
@@ -137,6 +148,7 @@ impl InputDesc {
                 DimMap::Iter(i) => i == d && size > 1,
                 DimMap::Window { out, win, .. } => out == d || win == d,
                 DimMap::Full => false,
+                DimMap::Outer { iter, .. } => iter == d && size > 1,
             })
     }
 
@@ -440,6 +452,12 @@ impl KernelDesc {
                         }
                     }
                     DimMap::Full => None,
+                    DimMap::Outer { iter, inner } => {
+                        if inner <= 0 {
+                            return Err(ModelError::BadOuter { input: k, inner });
+                        }
+                        (iter >= n).then_some(iter)
+                    }
                 };
                 if let Some(d) = bad {
                     return Err(ModelError::BadIterDim {

@@ -134,6 +134,7 @@ fn input_extent(m: &DimMap, size: i64, e: &[i64]) -> i64 {
             dilation,
         } => ((at(out) - 1) * stride + (at(win) - 1) * dilation + 1).min(size),
         DimMap::Full => size,
+        DimMap::Outer { iter, inner } => ceil_div(at(iter), inner).min(size),
     }
 }
 

@@ -53,6 +53,7 @@ impl TileConfig {
                     dilation,
                 } => ((at(out) - 1) * stride + (at(win) - 1) * dilation + 1).min(size),
                 DimMap::Full => size,
+                DimMap::Outer { iter, inner } => ((at(iter) + inner - 1) / inner.max(1)).min(size),
             }
         };
         let mut covered = [false; MAX_DIMS];

@@ -1,0 +1,1923 @@
+//! Lowering of one HLO instruction (a fusion or an unfused op) to the
+//! kernel-level description of the cost model ([`KernelDesc`]).
+//!
+//! The instruction becomes a *region*: the fused computation of a fusion
+//! (leaves = its parameters = the fusion operands), or the instruction alone
+//! (leaves = its operands). The region's main output fixes the iteration
+//! space (its physical dims, major→minor); the *hero* (dot / convolution →
+//! MXU, reduce / reduce-window → reduction, gather / scatter / sort / ... →
+//! other, physical transpose → copy-transpose, else elementwise) adds the
+//! reduction dims. Dim maps are then traced backwards, from the output
+//! through every fused instruction to the leaves, in *logical* dims; only
+//! the two ends (output, leaves) are turned into physical order. Rules and
+//! approximations: `docs/kernels.md`.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use thiserror::Error;
+
+use super::ops::{
+    add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_control_flow,
+    is_data, is_other_hero, is_zero_cost, op_class, physical_dims, physical_order, total_ops,
+};
+use crate::ir::{
+    ArrayShape, CallRole, CompId, Computation, InstrId, Instruction, Module, Opcode, PrimitiveType,
+    Shape,
+};
+use crate::tpu::{
+    DimMap, InputDesc, KernelDesc, KernelKind, ModelError, MxuPrecision, MxuRole, MxuSpec,
+    OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
+};
+
+/// Why an instruction cannot be lowered.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum LowerError {
+    /// The computation index is out of range.
+    #[error("computation #{0} does not exist in the module")]
+    NoComputation(CompId),
+    /// The instruction id is not in the computation.
+    #[error("instruction #{instr} does not exist in computation `{comp}`")]
+    NoInstruction {
+        /// Computation name.
+        comp: String,
+        /// Node index.
+        instr: usize,
+    },
+    /// A fusion without a `calls=` computation.
+    #[error("fusion `{0}` has no fused computation (calls=)")]
+    NoFusedComputation(String),
+    /// The fused computation has no valid root.
+    #[error("computation `{0}` has no root instruction")]
+    NoRoot(String),
+    /// The kernel description (even the flattened fallback) is rejected by the model.
+    #[error("kernel `{kernel}`: {source}")]
+    Model {
+        /// Instruction name.
+        kernel: String,
+        /// Model error.
+        source: ModelError,
+    },
+}
+
+/// A lowered kernel: the model's description plus what the model does not
+/// carry (hero, side outputs, operand numbering).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoweredKernel {
+    /// The kernel description the cost model evaluates.
+    pub desc: KernelDesc,
+    /// Opcode of the hero instruction (the op that decides the kind).
+    pub hero: Opcode,
+    /// Name of the hero instruction.
+    pub hero_name: String,
+    /// Outputs written besides `desc.output` (other elements of a
+    /// multi-output fusion; the buffer initialisation of an in-place
+    /// update computed inside the fusion). Counted as extra write traffic
+    /// by the program model.
+    pub side_outputs: Vec<TensorDesc>,
+    /// For each `desc.inputs[i]`, the operand number of the instruction
+    /// (fusion operand / parameter number) it reads.
+    pub operand_of_input: Vec<usize>,
+    /// True when the traced description was rejected (too many dims, …) and a
+    /// flattened 2-D approximation is used instead.
+    pub flattened: bool,
+}
+
+/// Lowers one instruction of `module` to a kernel description.
+///
+/// Returns `Ok(None)` for instructions that cost nothing at run time
+/// (parameter, constant, tuple, get-tuple-element, bitcast, …, physical
+/// no-op reshapes/transposes, empty arrays) and for control flow (`while`,
+/// `conditional`, `call`, generic `async-start`), whose cost is that of the
+/// computations they call (see `program`).
+pub fn lower_kernel(
+    module: &Module,
+    comp: CompId,
+    instr: InstrId,
+) -> Result<Option<KernelDesc>, LowerError> {
+    Ok(lower_kernel_full(module, comp, instr)?.map(|k| k.desc))
+}
+
+/// [`lower_kernel`] with the extra facts of [`LoweredKernel`].
+pub fn lower_kernel_full(
+    module: &Module,
+    comp: CompId,
+    instr: InstrId,
+) -> Result<Option<LoweredKernel>, LowerError> {
+    let c = module
+        .computations
+        .get_index(comp)
+        .map(|(_, c)| c)
+        .ok_or(LowerError::NoComputation(comp))?;
+    let ins = c
+        .graph
+        .node_weight(instr)
+        .ok_or_else(|| LowerError::NoInstruction {
+            comp: c.name.clone(),
+            instr: instr.index(),
+        })?;
+    let op = ins.opcode;
+    if is_zero_cost(op) || is_control_flow(op) {
+        return Ok(None);
+    }
+    let region = match (op, ins.async_wrapped) {
+        (Opcode::Fusion, _) | (Opcode::AsyncStart, Some(Opcode::Fusion)) => {
+            let callee = ins
+                .attrs
+                .called_with(CallRole::Calls)
+                .or_else(|| ins.attrs.called.first().map(|(_, c)| *c))
+                .ok_or_else(|| LowerError::NoFusedComputation(ins.name.clone()))?;
+            let fc = module
+                .computations
+                .get_index(callee)
+                .map(|(_, c)| c)
+                .ok_or(LowerError::NoComputation(callee))?;
+            if fc.graph.node_weight(fc.root).is_none() {
+                return Err(LowerError::NoRoot(fc.name.clone()));
+            }
+            Region::fused(module, fc)
+        }
+        // generic async-start: the program model walks the wrapped computation
+        (Opcode::AsyncStart, None) => return Ok(None),
+        _ => {
+            if matches!(op, Opcode::Reshape | Opcode::Transpose) && !changes_physical(c, instr) {
+                return Ok(None);
+            }
+            Region::single(module, c, instr)
+        }
+    };
+    lower_region(&region, &ins.name)
+}
+
+// ---------------------------------------------------------------------------
+// Regions
+
+struct Region<'m> {
+    module: &'m Module,
+    comp: &'m Computation,
+    root: InstrId,
+    /// Single-instruction region (an unfused op).
+    single: bool,
+    /// Leaf instruction → operand number.
+    leaf_input: HashMap<InstrId, usize>,
+    /// Leaves in operand order (distinct).
+    leaves: Vec<InstrId>,
+    /// Output shape override (async-start sugar: element {1} of the tuple).
+    out_shape: Option<&'m Shape>,
+}
+
+impl<'m> Region<'m> {
+    fn fused(module: &'m Module, fc: &'m Computation) -> Self {
+        let mut leaf_input = HashMap::new();
+        let mut leaves = Vec::new();
+        for (i, &p) in fc.params.iter().enumerate() {
+            if fc.graph.node_weight(p).is_some() {
+                leaf_input.insert(p, i);
+                leaves.push(p);
+            }
+        }
+        Region {
+            module,
+            comp: fc,
+            root: fc.root,
+            single: false,
+            leaf_input,
+            leaves,
+            out_shape: None,
+        }
+    }
+
+    fn single(module: &'m Module, c: &'m Computation, id: InstrId) -> Self {
+        let mut leaf_input = HashMap::new();
+        let mut leaves = Vec::new();
+        for o in c.operands(id) {
+            if let std::collections::hash_map::Entry::Vacant(e) = leaf_input.entry(o) {
+                e.insert(leaves.len());
+                leaves.push(o);
+            }
+        }
+        let ins = c.instr(id);
+        let out_shape = if ins.opcode == Opcode::AsyncStart {
+            ins.shape.tuple_element(1)
+        } else {
+            None
+        };
+        Region {
+            module,
+            comp: c,
+            root: id,
+            single: true,
+            leaf_input,
+            leaves,
+            out_shape,
+        }
+    }
+
+    fn is_leaf(&self, id: InstrId) -> bool {
+        self.leaf_input.contains_key(&id)
+    }
+
+    fn ins(&self, id: InstrId) -> &'m Instruction {
+        self.comp.instr(id)
+    }
+
+    /// Effective opcode (async-start sugar → wrapped op).
+    fn opcode(&self, id: InstrId) -> Opcode {
+        let i = self.ins(id);
+        match (i.opcode, i.async_wrapped) {
+            (Opcode::AsyncStart, Some(w)) => w,
+            (o, _) => o,
+        }
+    }
+
+    /// Array produced by `id` for tracing (first leaf of a tuple).
+    fn arr(&self, id: InstrId) -> Option<&'m ArrayShape> {
+        if id == self.root {
+            if let Some(s) = self.out_shape {
+                return elem_shape(s);
+            }
+        }
+        elem_shape(&self.ins(id).shape)
+    }
+
+    fn dims(&self, id: InstrId) -> Vec<i64> {
+        self.arr(id)
+            .map(|a| a.dims.iter().map(|&d| dim_size(d)).collect())
+            .unwrap_or_default()
+    }
+
+    fn rank(&self, id: InstrId) -> usize {
+        self.arr(id).map(|a| a.rank()).unwrap_or(0)
+    }
+
+    /// Instructions inside the region (no leaves), in program order.
+    fn members(&self) -> Vec<InstrId> {
+        if self.single {
+            vec![self.root]
+        } else {
+            self.comp
+                .order
+                .iter()
+                .copied()
+                .filter(|&id| !self.is_leaf(id))
+                .collect()
+        }
+    }
+
+    fn operands(&self, id: InstrId) -> Vec<InstrId> {
+        self.comp.operands(id).into_vec()
+    }
+
+    fn called(&self, id: InstrId, role: CallRole) -> Option<&'m Computation> {
+        let c = self.ins(id).attrs.called_with(role)?;
+        self.module.computations.get_index(c).map(|(_, c)| c)
+    }
+}
+
+/// Whether a copy / transpose / reshape changes the physical order of the
+/// data (otherwise it is a bitcast and costs nothing unfused).
+fn changes_physical(c: &Computation, id: InstrId) -> bool {
+    let ins = c.instr(id);
+    let Some(out) = ins.shape.as_array() else {
+        return true;
+    };
+    let Some(src) = c
+        .operand(id, 0)
+        .and_then(|o| c.instr(o).shape.as_array().cloned())
+    else {
+        return true;
+    };
+    match ins.opcode {
+        Opcode::Reshape => {
+            // a reshape is a bitcast when both sides are row-major (size-1
+            // dims ignored) — the linear order is then preserved
+            !(is_row_major(out) && is_row_major(&src))
+        }
+        Opcode::Transpose | Opcode::Copy => {
+            let rank = out.rank();
+            if src.rank() != rank {
+                return true;
+            }
+            // operand logical dim → output logical dim
+            let mut to_out: Vec<usize> = (0..rank).collect();
+            if ins.opcode == Opcode::Transpose {
+                if let Some(p) = &ins.attrs.dimensions {
+                    for (i, &d) in p.iter().enumerate() {
+                        if let Some(slot) = usize::try_from(d).ok().and_then(|d| to_out.get_mut(d))
+                        {
+                            *slot = i;
+                        }
+                    }
+                }
+            }
+            let out_seq: Vec<usize> = physical_order(out)
+                .into_iter()
+                .filter(|&l| dim_size(out.dims[l]) != 1)
+                .collect();
+            let src_seq: Vec<usize> = physical_order(&src)
+                .into_iter()
+                .filter(|&l| dim_size(src.dims[l]) != 1)
+                .map(|l| to_out[l])
+                .collect();
+            out_seq != src_seq
+        }
+        _ => true,
+    }
+}
+
+fn is_row_major(a: &ArrayShape) -> bool {
+    let seq: Vec<usize> = physical_order(a)
+        .into_iter()
+        .filter(|&l| dim_size(a.dims[l]) != 1)
+        .collect();
+    seq.windows(2).all(|w| w[0] < w[1])
+}
+
+// ---------------------------------------------------------------------------
+// Hero
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HeroClass {
+    Mxu,
+    Reduction,
+    Other,
+    CopyTranspose,
+    Elementwise,
+}
+
+/// Reduction iteration dims created by the hero.
+#[derive(Debug, Default)]
+struct HeroDims {
+    /// Dot: iteration dim of each entry of `lhs_contracting` (same order).
+    contraction: Vec<usize>,
+    /// Convolution: iteration dim of each spatial window dim.
+    window: Vec<usize>,
+    /// Convolution: iteration dim of the input feature (K).
+    cin: Option<usize>,
+    /// Reduce / reduce-window: operand logical dim → iteration dim.
+    reduced: Vec<(usize, usize)>,
+}
+
+fn dot_flops(r: &Region, id: InstrId) -> f64 {
+    let out = r.arr(id).map(elements).unwrap_or(0.0);
+    let ins = r.ins(id);
+    let k: f64 = match (&ins.attrs.dot_dims, r.operands(id).first()) {
+        (Some(dd), Some(&lhs)) => {
+            let ld = r.dims(lhs);
+            dd.lhs_contracting
+                .iter()
+                .map(|&d| {
+                    usize::try_from(d)
+                        .ok()
+                        .and_then(|d| ld.get(d))
+                        .copied()
+                        .unwrap_or(1) as f64
+                })
+                .product()
+        }
+        _ => 1.0,
+    };
+    2.0 * out * k
+}
+
+fn conv_flops(r: &Region, id: InstrId) -> f64 {
+    let out = r.arr(id).map(elements).unwrap_or(0.0);
+    let ins = r.ins(id);
+    let (Some(cd), Some(&rhs)) = (&ins.attrs.conv_dims, r.operands(id).get(1)) else {
+        return 2.0 * out;
+    };
+    let kd = r.dims(rhs);
+    let at = |d: i64| -> f64 {
+        usize::try_from(d)
+            .ok()
+            .and_then(|d| kd.get(d))
+            .copied()
+            .unwrap_or(1) as f64
+    };
+    let spatial: f64 = cd.kernel_spatial.iter().map(|&d| at(d)).product();
+    2.0 * out * spatial * at(cd.kernel_input_feature)
+}
+
+fn mxu_flops(r: &Region, id: InstrId) -> f64 {
+    match r.opcode(id) {
+        Opcode::Dot => dot_flops(r, id),
+        Opcode::Convolution => conv_flops(r, id),
+        _ => 0.0,
+    }
+}
+
+fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClass) {
+    let members = r.members();
+    let mut best: Option<(f64, InstrId)> = None;
+    for &id in &members {
+        if matches!(r.opcode(id), Opcode::Dot | Opcode::Convolution) {
+            let f = mxu_flops(r, id);
+            if best.is_none_or(|(bf, _)| f > bf) {
+                best = Some((f, id));
+            }
+        }
+    }
+    if let Some((_, id)) = best {
+        return (id, HeroClass::Mxu);
+    }
+    let mut best: Option<(f64, InstrId)> = None;
+    for &id in &members {
+        if matches!(r.opcode(id), Opcode::Reduce | Opcode::ReduceWindow) && r.dims(id) == main_dims
+        {
+            let n = r
+                .operands(id)
+                .first()
+                .and_then(|&o| r.arr(o))
+                .map(elements)
+                .unwrap_or(0.0);
+            if best.is_none_or(|(bn, _)| n > bn) {
+                best = Some((n, id));
+            }
+        }
+    }
+    if let Some((_, id)) = best {
+        return (id, HeroClass::Reduction);
+    }
+    let mut best: Option<(f64, InstrId)> = None;
+    for &id in &members {
+        if is_other_hero(r.opcode(id)) {
+            let n = r.arr(id).map(elements).unwrap_or(0.0);
+            if best.is_none_or(|(bn, _)| n > bn) {
+                best = Some((n, id));
+            }
+        }
+    }
+    if let Some((_, id)) = best {
+        return (id, HeroClass::Other);
+    }
+    for &id in &members {
+        if matches!(r.opcode(id), Opcode::Copy | Opcode::Transpose)
+            && (r.single || changes_physical(r.comp, id))
+        {
+            return (id, HeroClass::CopyTranspose);
+        }
+    }
+    if r.single && matches!(r.opcode(main), Opcode::Reshape) {
+        return (main, HeroClass::CopyTranspose);
+    }
+    (main, HeroClass::Elementwise)
+}
+
+// ---------------------------------------------------------------------------
+// Dim tracing
+
+fn score(m: &[DimMap]) -> usize {
+    m.iter().filter(|x| !matches!(x, DimMap::Full)).count()
+}
+
+/// Maps `m` (over dims `to`) onto dims `from`, matching equal sizes from
+/// the minor end; unmatched dims are `Full`.
+fn positional(from: &[i64], to: &[i64], m: &[DimMap]) -> Vec<DimMap> {
+    let mut res = vec![DimMap::Full; from.len()];
+    let mut j = to.len().min(m.len());
+    for i in (0..from.len()).rev() {
+        if from[i] == 1 {
+            continue;
+        }
+        let mut k = j;
+        while k > 0 {
+            k -= 1;
+            if to[k] == from[i] {
+                res[i] = m[k];
+                j = k;
+                break;
+            }
+        }
+    }
+    res
+}
+
+/// Groups of a reshape between dim lists with equal products.
+fn reshape_groups(a: &[i64], b: &[i64]) -> Option<Vec<(Vec<usize>, Vec<usize>)>> {
+    if a.iter().chain(b).any(|&d| d <= 0) {
+        return None;
+    }
+    let (mut i, mut j) = (0usize, 0usize);
+    let mut groups = Vec::new();
+    while i < a.len() || j < b.len() {
+        let (mut ga, mut gb) = (Vec::new(), Vec::new());
+        let (mut pa, mut pb) = (1i64, 1i64);
+        if i < a.len() {
+            pa = a[i];
+            ga.push(i);
+            i += 1;
+        }
+        if j < b.len() {
+            pb = b[j];
+            gb.push(j);
+            j += 1;
+        }
+        while pa != pb {
+            if pa < pb {
+                let x = *a.get(i)?;
+                pa = pa.checked_mul(x)?;
+                ga.push(i);
+                i += 1;
+            } else {
+                let x = *b.get(j)?;
+                pb = pb.checked_mul(x)?;
+                gb.push(j);
+                j += 1;
+            }
+        }
+        groups.push((ga, gb));
+    }
+    Some(groups)
+}
+
+/// Maps for the dims `a` of a reshape operand, given maps `m` on the result
+/// dims `b` (both in linearisation order). 1:1 groups map directly; a dim
+/// split into several becomes a `Window` over the two most-minor parts (its
+/// tile spans `(t_major−1)·size_minor + t_minor` elements); merged dims all
+/// take the merged dim's map, the more-major ones as [`DimMap::Outer`].
+fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Vec<DimMap> {
+    let mut res = vec![DimMap::Full; a.len()];
+    let Some(groups) = reshape_groups(a, b) else {
+        return positional(a, b, m);
+    };
+    let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
+    for (ga, gb) in groups {
+        let oa: Vec<usize> = ga.into_iter().filter(|&i| a[i] != 1).collect();
+        let ob: Vec<usize> = gb.into_iter().filter(|&j| b[j] != 1).collect();
+        if oa.is_empty() || ob.is_empty() {
+            continue;
+        }
+        if ob.len() == 1 || oa.len() >= 2 {
+            // merged (or many-to-many, treated as merged into the minor
+            // result dim): the minor operand dim runs along the result dim,
+            // the more-major ones advance once per `inner` iterations
+            let mm = at(*ob.last().unwrap_or(&0));
+            let mut inner = 1i64;
+            for &i in oa.iter().rev() {
+                res[i] = match mm {
+                    DimMap::Iter(d) if inner > 1 => DimMap::Outer { iter: d, inner },
+                    x => x,
+                };
+                inner = inner.saturating_mul(a[i]);
+            }
+        } else {
+            // one operand dim split into several result dims
+            let minor = ob[ob.len() - 1];
+            let second = ob[ob.len() - 2];
+            res[oa[0]] = match (at(second), at(minor)) {
+                (DimMap::Iter(o), DimMap::Iter(w)) => DimMap::Window {
+                    out: o,
+                    win: w,
+                    stride: b[minor].max(1),
+                    dilation: 1,
+                },
+                (_, DimMap::Iter(w)) => DimMap::Iter(w),
+                (DimMap::Iter(o), _) => DimMap::Iter(o),
+                _ => DimMap::Full,
+            };
+        }
+    }
+    res
+}
+
+struct Tracer<'r, 'm> {
+    r: &'r Region<'m>,
+    hero: InstrId,
+    class: HeroClass,
+    hd: HeroDims,
+    maps: HashMap<InstrId, Vec<DimMap>>,
+    leaf_maps: HashMap<InstrId, Vec<DimMap>>,
+    /// Leaves aliased with the output (in-place update buffers): not read.
+    aliased: Vec<InstrId>,
+    stack: Vec<(InstrId, Vec<DimMap>)>,
+}
+
+impl Tracer<'_, '_> {
+    /// Queue `id` with maps `m` given over dims `src` (re-fitted when the
+    /// rank differs, e.g. a tuple element).
+    fn push(&mut self, id: InstrId, m: Vec<DimMap>, src: &[i64]) {
+        let rank = self.r.rank(id);
+        let m = if m.len() == rank {
+            m
+        } else {
+            positional(&self.r.dims(id), src, &m)
+        };
+        self.stack.push((id, m));
+    }
+
+    fn run(&mut self) {
+        let mut guard = 0usize;
+        while let Some((id, m)) = self.stack.pop() {
+            guard += 1;
+            if guard > 1_000_000 {
+                break;
+            }
+            if self.r.is_leaf(id) {
+                let e = self
+                    .leaf_maps
+                    .entry(id)
+                    .or_insert_with(|| vec![DimMap::Full; m.len()]);
+                for (slot, &x) in e.iter_mut().zip(&m) {
+                    if matches!(slot, DimMap::Full) {
+                        *slot = x;
+                    }
+                }
+                continue;
+            }
+            if let Some(old) = self.maps.get(&id) {
+                if score(old) >= score(&m) {
+                    continue;
+                }
+            }
+            self.maps.insert(id, m.clone());
+            let ops = self.operand_maps(id, &m);
+            // operand 0 first
+            for (o, om) in ops.into_iter().rev() {
+                let src = self.r.dims(id);
+                self.push(o, om, &src);
+            }
+        }
+    }
+
+    fn reduced_iter(&self, id: InstrId, d: usize) -> DimMap {
+        if id == self.hero
+            || (self.class == HeroClass::Reduction
+                && self.r.opcode(id) == self.r.opcode(self.hero)
+                && self.same_reduce(id))
+        {
+            self.hd
+                .reduced
+                .iter()
+                .find(|(l, _)| *l == d)
+                .map(|&(_, it)| DimMap::Iter(it))
+                .unwrap_or(DimMap::Full)
+        } else {
+            DimMap::Full
+        }
+    }
+
+    /// A second reduce with the hero's operand dims and reduced dims.
+    fn same_reduce(&self, id: InstrId) -> bool {
+        let r = self.r;
+        let op0 = |x: InstrId| r.operands(x).first().map(|&o| r.dims(o));
+        r.ins(id).attrs.dimensions == r.ins(self.hero).attrs.dimensions && op0(id) == op0(self.hero)
+    }
+
+    /// Maps of each operand of `id` given maps `m` of its result dims.
+    fn operand_maps(&mut self, id: InstrId, m: &[DimMap]) -> Vec<(InstrId, Vec<DimMap>)> {
+        let r = self.r;
+        let ins = r.ins(id);
+        let ops = r.operands(id);
+        let out_dims = r.dims(id);
+        let full = |o: InstrId| vec![DimMap::Full; r.rank(o)];
+        let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
+        let same_or_pos = |o: InstrId| -> Vec<DimMap> {
+            let od = r.dims(o);
+            // equal rank: the same dims, possibly resized (slice, pad,
+            // dynamic-slice, concatenate, reverse, …)
+            if od.len() == out_dims.len() {
+                m.to_vec()
+            } else if od.is_empty() {
+                vec![]
+            } else {
+                positional(&od, &out_dims, m)
+            }
+        };
+        let idx = |d: i64| usize::try_from(d).ok();
+        let op = r.opcode(id);
+        let mut res: Vec<(InstrId, Vec<DimMap>)> = Vec::with_capacity(ops.len());
+        match op {
+            Opcode::Broadcast => {
+                if let Some(&o) = ops.first() {
+                    let mut om = full(o);
+                    if let Some(dims) = &ins.attrs.dimensions {
+                        for (j, &d) in dims.iter().enumerate() {
+                            if let (Some(slot), Some(d)) = (om.get_mut(j), idx(d)) {
+                                *slot = at(d);
+                            }
+                        }
+                    }
+                    res.push((o, om));
+                }
+            }
+            Opcode::Transpose => {
+                if let Some(&o) = ops.first() {
+                    let mut om = full(o);
+                    if let Some(dims) = &ins.attrs.dimensions {
+                        for (i, &d) in dims.iter().enumerate() {
+                            if let Some(slot) = idx(d).and_then(|d| om.get_mut(d)) {
+                                *slot = at(i);
+                            }
+                        }
+                    }
+                    res.push((o, om));
+                }
+            }
+            Opcode::Reshape | Opcode::DynamicReshape => {
+                if let Some(&o) = ops.first() {
+                    res.push((o, reshape_maps(&r.dims(o), &out_dims, m)));
+                }
+            }
+            Opcode::Bitcast => {
+                if let (Some(&o), Some(out_a)) = (ops.first(), r.arr(id)) {
+                    let om = match r.arr(o) {
+                        Some(src_a) => {
+                            // group-match in physical order, then back to logical
+                            let po = physical_order(out_a);
+                            let ps = physical_order(src_a);
+                            let pm: Vec<DimMap> = po.iter().map(|&l| at(l)).collect();
+                            let mapped =
+                                reshape_maps(&physical_dims(src_a), &physical_dims(out_a), &pm);
+                            let mut om = vec![DimMap::Full; src_a.rank()];
+                            for (k, &l) in ps.iter().enumerate() {
+                                if let (Some(slot), Some(&x)) = (om.get_mut(l), mapped.get(k)) {
+                                    *slot = x;
+                                }
+                            }
+                            om
+                        }
+                        None => vec![],
+                    };
+                    res.push((o, om));
+                }
+            }
+            Opcode::GetTupleElement => {
+                if let Some(&o) = ops.first() {
+                    let ti = ins.attrs.tuple_index.and_then(|t| usize::try_from(t).ok());
+                    if r.opcode(o) == Opcode::Tuple && !r.is_leaf(o) {
+                        if let Some(e) = ti.and_then(|t| r.operands(o).get(t).copied()) {
+                            res.push((e, same_or_pos(e)));
+                            return res;
+                        }
+                    }
+                    res.push((o, same_or_pos(o)));
+                }
+            }
+            Opcode::Reduce => {
+                let n = ops.len() / 2;
+                let reduced: Vec<usize> = ins
+                    .attrs
+                    .dimensions
+                    .as_ref()
+                    .map(|d| d.iter().filter_map(|&x| idx(x)).collect())
+                    .unwrap_or_default();
+                for (k, &o) in ops.iter().enumerate() {
+                    if k >= n {
+                        res.push((o, full(o)));
+                        continue;
+                    }
+                    let rank = r.rank(o);
+                    let mut om = vec![DimMap::Full; rank];
+                    let mut j = 0usize;
+                    for (d, slot) in om.iter_mut().enumerate() {
+                        if reduced.contains(&d) {
+                            *slot = self.reduced_iter(id, d);
+                        } else {
+                            *slot = at(j);
+                            j += 1;
+                        }
+                    }
+                    res.push((o, om));
+                }
+            }
+            Opcode::ReduceWindow => {
+                let n = ops.len() / 2;
+                for (k, &o) in ops.iter().enumerate() {
+                    if k >= n {
+                        res.push((o, full(o)));
+                        continue;
+                    }
+                    let rank = r.rank(o);
+                    let mut om = vec![DimMap::Full; rank];
+                    for (d, slot) in om.iter_mut().enumerate() {
+                        let wd = ins
+                            .attrs
+                            .window
+                            .as_ref()
+                            .and_then(|w| w.dims.get(d))
+                            .copied()
+                            .unwrap_or_default();
+                        let red = if id == self.hero {
+                            self.hd.reduced.iter().find(|(l, _)| *l == d).map(|x| x.1)
+                        } else {
+                            None
+                        };
+                        *slot = match (red, at(d)) {
+                            (Some(w), DimMap::Iter(o)) => DimMap::Window {
+                                out: o,
+                                win: w,
+                                stride: wd.stride.max(1),
+                                dilation: wd.window_dilation.max(1),
+                            },
+                            (_, x) => x,
+                        };
+                    }
+                    res.push((o, om));
+                }
+            }
+            Opcode::Dot => self.dot_maps(id, m, &ops, &mut res),
+            Opcode::Convolution => self.conv_maps(id, m, &ops, &mut res),
+            Opcode::Gather => self.gather_maps(id, m, &ops, &mut res),
+            Opcode::Scatter => {
+                // not the in-place root: operands keep the dims, indices unknown
+                let k = ops.len().saturating_sub(1) / 2;
+                for (i, &o) in ops.iter().enumerate() {
+                    let om = if i < k {
+                        same_or_pos(o)
+                    } else if i == k {
+                        full(o)
+                    } else {
+                        positional(&r.dims(o), &out_dims, m)
+                    };
+                    res.push((o, om));
+                }
+            }
+            Opcode::Iota | Opcode::Constant | Opcode::Rng | Opcode::RngBitGenerator => {}
+            _ => {
+                for &o in &ops {
+                    res.push((o, same_or_pos(o)));
+                }
+            }
+        }
+        res
+    }
+
+    fn dot_maps(
+        &self,
+        id: InstrId,
+        m: &[DimMap],
+        ops: &[InstrId],
+        res: &mut Vec<(InstrId, Vec<DimMap>)>,
+    ) {
+        let r = self.r;
+        let (Some(&lhs), Some(&rhs)) = (ops.first(), ops.get(1)) else {
+            return;
+        };
+        let Some(dd) = r.ins(id).attrs.dot_dims.as_deref() else {
+            for &o in ops {
+                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+            }
+            return;
+        };
+        let hero = id == self.hero;
+        let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
+        let idx = |d: i64| usize::try_from(d).ok();
+        let nb = dd.lhs_batch.len();
+        let side = |o: InstrId, batch: &[i64], contracting: &[i64], free_start: usize| {
+            let rank = r.rank(o);
+            let mut om = vec![DimMap::Full; rank];
+            for (k, &d) in batch.iter().enumerate() {
+                if let Some(slot) = idx(d).and_then(|d| om.get_mut(d)) {
+                    *slot = at(k);
+                }
+            }
+            for (k, &d) in contracting.iter().enumerate() {
+                if let Some(slot) = idx(d).and_then(|d| om.get_mut(d)) {
+                    *slot = match (hero, self.hd.contraction.get(k)) {
+                        (true, Some(&it)) => DimMap::Iter(it),
+                        _ => DimMap::Full,
+                    };
+                }
+            }
+            let mut j = free_start;
+            let mut nfree = 0usize;
+            for (d, slot) in om.iter_mut().enumerate() {
+                let di = d as i64;
+                if !batch.contains(&di) && !contracting.contains(&di) {
+                    *slot = at(j);
+                    j += 1;
+                    nfree += 1;
+                }
+            }
+            (om, nfree)
+        };
+        let (lm, nlf) = side(lhs, &dd.lhs_batch, &dd.lhs_contracting, nb);
+        let (rm, _) = side(rhs, &dd.rhs_batch, &dd.rhs_contracting, nb + nlf);
+        res.push((lhs, lm));
+        res.push((rhs, rm));
+        for &o in ops.iter().skip(2) {
+            res.push((o, vec![DimMap::Full; r.rank(o)]));
+        }
+    }
+
+    fn conv_maps(
+        &self,
+        id: InstrId,
+        m: &[DimMap],
+        ops: &[InstrId],
+        res: &mut Vec<(InstrId, Vec<DimMap>)>,
+    ) {
+        let r = self.r;
+        let ins = r.ins(id);
+        let (Some(&lhs), Some(&rhs)) = (ops.first(), ops.get(1)) else {
+            return;
+        };
+        let Some(cd) = ins.attrs.conv_dims.as_deref() else {
+            for &o in ops {
+                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+            }
+            return;
+        };
+        let hero = id == self.hero;
+        let at = |d: i64| {
+            usize::try_from(d)
+                .ok()
+                .and_then(|d| m.get(d))
+                .copied()
+                .unwrap_or(DimMap::Full)
+        };
+        let set = |v: &mut Vec<DimMap>, d: i64, x: DimMap| {
+            if let Some(slot) = usize::try_from(d).ok().and_then(|d| v.get_mut(d)) {
+                *slot = x;
+            }
+        };
+        let groups = ins.attrs.feature_group_count.unwrap_or(1);
+        let cin = match (hero, self.hd.cin) {
+            (true, Some(c)) => DimMap::Iter(c),
+            _ => DimMap::Full,
+        };
+        let mut lm = vec![DimMap::Full; r.rank(lhs)];
+        set(&mut lm, cd.input_batch, at(cd.output_batch));
+        set(
+            &mut lm,
+            cd.input_feature,
+            if groups > 1 {
+                at(cd.output_feature)
+            } else {
+                cin
+            },
+        );
+        for (i, (&sd, &od)) in cd.input_spatial.iter().zip(&cd.output_spatial).enumerate() {
+            let wd = ins
+                .attrs
+                .window
+                .as_ref()
+                .and_then(|w| w.dims.get(i))
+                .copied()
+                .unwrap_or_default();
+            let base = wd.base_dilation.max(1);
+            let x = match (hero, self.hd.window.get(i), at(od)) {
+                (true, Some(&w), DimMap::Iter(o)) => DimMap::Window {
+                    out: o,
+                    win: w,
+                    stride: (wd.stride / base).max(1),
+                    dilation: (wd.window_dilation / base).max(1),
+                },
+                (_, _, x) => x,
+            };
+            set(&mut lm, sd, x);
+        }
+        let mut km = vec![DimMap::Full; r.rank(rhs)];
+        set(&mut km, cd.kernel_output_feature, at(cd.output_feature));
+        set(&mut km, cd.kernel_input_feature, cin);
+        for (i, &kd) in cd.kernel_spatial.iter().enumerate() {
+            let x = match (hero, self.hd.window.get(i)) {
+                (true, Some(&w)) => DimMap::Iter(w),
+                _ => DimMap::Full,
+            };
+            set(&mut km, kd, x);
+        }
+        res.push((lhs, lm));
+        res.push((rhs, km));
+    }
+
+    fn gather_maps(
+        &self,
+        id: InstrId,
+        m: &[DimMap],
+        ops: &[InstrId],
+        res: &mut Vec<(InstrId, Vec<DimMap>)>,
+    ) {
+        let r = self.r;
+        let (Some(&operand), Some(&indices)) = (ops.first(), ops.get(1)) else {
+            return;
+        };
+        let Some(g) = r.ins(id).attrs.gather.as_deref() else {
+            for &o in ops {
+                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+            }
+            return;
+        };
+        let out_rank = r.rank(id);
+        let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
+        let offset: Vec<usize> = g
+            .offset_dims
+            .iter()
+            .filter_map(|&d| usize::try_from(d).ok())
+            .collect();
+        let batch: Vec<usize> = (0..out_rank).filter(|d| !offset.contains(d)).collect();
+        // the gathered rows follow the innermost batch dim
+        let row = batch.last().map(|&b| at(b)).unwrap_or(DimMap::Full);
+        let od = r.dims(operand);
+        let mut om = vec![DimMap::Full; od.len()];
+        let mut next_offset = offset.iter();
+        for (d, slot) in om.iter_mut().enumerate() {
+            let di = d as i64;
+            let collapsed =
+                g.collapsed_slice_dims.contains(&di) || g.operand_batching_dims.contains(&di);
+            let slice = g.slice_sizes.get(d).copied().unwrap_or(od[d]);
+            let indexed = g.start_index_map.contains(&di) && slice < od[d];
+            if collapsed {
+                *slot = if g.operand_batching_dims.contains(&di) {
+                    DimMap::Full
+                } else {
+                    row
+                };
+                continue;
+            }
+            let o = next_offset.next();
+            *slot = if indexed && slice == 1 {
+                row
+            } else {
+                o.map(|&o| at(o)).unwrap_or(DimMap::Full)
+            };
+        }
+        let idd = r.dims(indices);
+        let ivd = usize::try_from(g.index_vector_dim).unwrap_or(usize::MAX);
+        let mut im = vec![DimMap::Full; idd.len()];
+        let mut bi = batch.iter();
+        for (d, slot) in im.iter_mut().enumerate() {
+            if d == ivd {
+                continue;
+            }
+            if let Some(&b) = bi.next() {
+                *slot = at(b);
+            }
+        }
+        res.push((operand, om));
+        res.push((indices, im));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Region lowering
+
+/// Physical TensorDesc of an array.
+fn tensor(a: &ArrayShape) -> TensorDesc {
+    TensorDesc::new(physical_dims(a), elem_bits(a))
+}
+
+/// Leaf logical maps → physical-order maps of the input tensor.
+fn to_physical(a: &ArrayShape, logical: &[DimMap]) -> Vec<DimMap> {
+    physical_order(a)
+        .iter()
+        .map(|&l| logical.get(l).copied().unwrap_or(DimMap::Full))
+        .collect()
+}
+
+fn precision_of(r: &Region, hero: InstrId) -> MxuPrecision {
+    let ops = r.operands(hero);
+    let ty = |k: usize| {
+        ops.get(k)
+            .and_then(|&o| r.arr(o))
+            .map(|a| a.element_type)
+            .unwrap_or(PrimitiveType::F32)
+    };
+    let (a, b) = (ty(0), ty(1));
+    let int8 = |t: PrimitiveType| t.is_integral() && t.bit_width() <= 8;
+    if int8(a) && int8(b) {
+        return MxuPrecision::Int8;
+    }
+    let wide = |t: PrimitiveType| t.bit_width() >= 32;
+    if !(wide(a) || wide(b)) {
+        return MxuPrecision::Bf16;
+    }
+    let text = r
+        .ins(hero)
+        .attrs
+        .other("operand_precision")
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if text.contains("highest") {
+        MxuPrecision::F32Highest
+    } else if text.contains("high") {
+        MxuPrecision::F32High
+    } else {
+        MxuPrecision::Bf16
+    }
+}
+
+fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerError> {
+    // ---- main output and side outputs
+    let root_ins = r.ins(r.root);
+    let root_shape = r.out_shape.unwrap_or(&root_ins.shape);
+    let mut side: Vec<TensorDesc> = Vec::new();
+    let (main, main_arr): (InstrId, ArrayShape) = match root_shape {
+        Shape::Array(a) => (r.root, a.clone()),
+        Shape::Tuple(_) => {
+            let leaves: Vec<(Option<InstrId>, &ArrayShape)> =
+                if r.opcode(r.root) == Opcode::Tuple && !r.single {
+                    let ops = r.operands(r.root);
+                    ops.iter()
+                        .filter_map(|&o| r.arr(o).map(|a| (Some(o), a)))
+                        .collect()
+                } else {
+                    root_shape.leaves().into_iter().map(|a| (None, a)).collect()
+                };
+            let bytes = |a: &ArrayShape| elements(a) * f64::from(elem_bits(a));
+            let best = leaves
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, a))| is_data(a))
+                .max_by(|x, y| bytes(x.1 .1).total_cmp(&bytes(y.1 .1)))
+                .map(|(i, _)| i);
+            let Some(bi) = best else {
+                return Ok(None);
+            };
+            for (i, (_, a)) in leaves.iter().enumerate() {
+                if i != bi && is_data(a) {
+                    side.push(tensor(a));
+                }
+            }
+            let (p, a) = leaves[bi];
+            (p.unwrap_or(r.root), a.clone())
+        }
+        Shape::Buffer(_) => return Ok(None),
+    };
+    if !is_data(&main_arr) {
+        return Ok(None);
+    }
+    // ---- in-place updates: iterate over the update, the buffer is aliased
+    let mut aliased: Vec<InstrId> = Vec::new();
+    let mut out_arr = main_arr.clone();
+    let mut start: Vec<(InstrId, Vec<DimMap>, Vec<i64>)> = Vec::new();
+    let main_op = if r.is_leaf(main) {
+        Opcode::Parameter
+    } else {
+        r.opcode(main)
+    };
+    let in_place = matches!(main_op, Opcode::DynamicUpdateSlice | Opcode::Scatter);
+    let mut extra_after: Vec<(InstrId, Vec<DimMap>)> = Vec::new();
+    if in_place {
+        let ops = r.operands(main);
+        let (buf_k, upd_k) = if main_op == Opcode::Scatter {
+            let k = ops.len().saturating_sub(1) / 2;
+            (k, k + 1)
+        } else {
+            (1, 1)
+        };
+        let upd = ops.get(upd_k).copied();
+        if let Some(ua) = upd.and_then(|u| r.arr(u)).filter(|a| is_data(a)) {
+            out_arr = ua.clone();
+            let udims: Vec<i64> = ua.dims.iter().map(|&d| dim_size(d)).collect();
+            let phys = physical_order(ua);
+            let mut um = vec![DimMap::Full; ua.rank()];
+            for (k, &l) in phys.iter().enumerate() {
+                um[l] = DimMap::Iter(k);
+            }
+            // buffers: aliased when they come straight from a leaf
+            let n_buf = if main_op == Opcode::Scatter { buf_k } else { 1 };
+            for &b in ops.iter().take(n_buf) {
+                if r.is_leaf(b) {
+                    aliased.push(b);
+                } else if let Some(ba) = r.arr(b) {
+                    side.push(tensor(ba));
+                    let bm = positional(&r.dims(b), &udims, &um);
+                    extra_after.push((b, bm));
+                }
+            }
+            if main_op == Opcode::Scatter {
+                // indices: scatter dims of the updates
+                if let (Some(&idx_op), Some(sd)) =
+                    (ops.get(buf_k), r.ins(main).attrs.scatter.as_deref())
+                {
+                    let win: Vec<usize> = sd
+                        .update_window_dims
+                        .iter()
+                        .filter_map(|&d| usize::try_from(d).ok())
+                        .collect();
+                    let scatter_dims: Vec<usize> =
+                        (0..ua.rank()).filter(|d| !win.contains(d)).collect();
+                    let ivd = usize::try_from(sd.index_vector_dim).unwrap_or(usize::MAX);
+                    let mut im = vec![DimMap::Full; r.rank(idx_op)];
+                    let mut it = scatter_dims.iter();
+                    for (d, slot) in im.iter_mut().enumerate() {
+                        if d != ivd {
+                            if let Some(&s) = it.next() {
+                                *slot = um[s];
+                            }
+                        }
+                    }
+                    start.push((idx_op, im, udims.clone()));
+                }
+                for &u in ops.iter().skip(upd_k) {
+                    start.push((u, um.clone(), udims.clone()));
+                }
+            } else {
+                for &o in ops.iter().skip(2) {
+                    start.push((o, vec![], vec![]));
+                }
+                if let Some(u) = upd {
+                    start.push((u, um, udims));
+                }
+            }
+        }
+    }
+    let out_desc = tensor(&out_arr);
+    if out_desc.dims.iter().any(|&d| d <= 0) {
+        return Ok(None);
+    }
+    let out_dims_logical: Vec<i64> = main_arr.dims.iter().map(|&d| dim_size(d)).collect();
+    let (hero, class) = if in_place {
+        (main, HeroClass::Other)
+    } else {
+        find_hero(r, main, &out_dims_logical)
+    };
+    let hero_op = if r.is_leaf(hero) {
+        Opcode::Copy
+    } else {
+        r.opcode(hero)
+    };
+
+    // ---- reduction dims of the hero
+    let rank_out = out_desc.dims.len();
+    let mut red: Vec<ReductionDim> = Vec::new();
+    let mut hd = HeroDims::default();
+    let hops = if r.is_leaf(hero) {
+        vec![]
+    } else {
+        r.operands(hero)
+    };
+    match class {
+        HeroClass::Mxu if hero_op == Opcode::Dot => {
+            if let (Some(dd), Some(la)) = (
+                r.ins(hero).attrs.dot_dims.as_deref(),
+                hops.first().and_then(|&o| r.arr(o)),
+            ) {
+                let phys = physical_order(la);
+                let mut cs: Vec<(usize, usize)> = dd
+                    .lhs_contracting
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, &d)| {
+                        let d = usize::try_from(d).ok()?;
+                        Some((phys.iter().position(|&p| p == d).unwrap_or(d), k))
+                    })
+                    .collect();
+                cs.sort_unstable();
+                hd.contraction = vec![0; dd.lhs_contracting.len()];
+                for (_, k) in cs {
+                    let d = dd.lhs_contracting[k];
+                    let size = usize::try_from(d)
+                        .ok()
+                        .and_then(|d| la.dims.get(d))
+                        .map(|&x| dim_size(x))
+                        .unwrap_or(1)
+                        .max(1);
+                    hd.contraction[k] = rank_out + red.len();
+                    red.push(ReductionDim {
+                        size,
+                        kind: ReductionKind::Contraction,
+                    });
+                }
+            }
+        }
+        HeroClass::Mxu => {
+            if let (Some(cd), Some(ka)) = (
+                r.ins(hero).attrs.conv_dims.as_deref(),
+                hops.get(1).and_then(|&o| r.arr(o)),
+            ) {
+                let phys = physical_order(ka);
+                let mut sp: Vec<(usize, usize)> = cd
+                    .kernel_spatial
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, &d)| {
+                        let d = usize::try_from(d).ok()?;
+                        Some((phys.iter().position(|&p| p == d).unwrap_or(d), i))
+                    })
+                    .collect();
+                sp.sort_unstable();
+                hd.window = vec![0; cd.kernel_spatial.len()];
+                let ksize = |d: i64| {
+                    usize::try_from(d)
+                        .ok()
+                        .and_then(|d| ka.dims.get(d))
+                        .map(|&x| dim_size(x))
+                        .unwrap_or(1)
+                        .max(1)
+                };
+                for (_, i) in sp {
+                    hd.window[i] = rank_out + red.len();
+                    red.push(ReductionDim {
+                        size: ksize(cd.kernel_spatial[i]),
+                        kind: ReductionKind::Window,
+                    });
+                }
+                hd.cin = Some(rank_out + red.len());
+                red.push(ReductionDim {
+                    size: ksize(cd.kernel_input_feature),
+                    kind: ReductionKind::Contraction,
+                });
+            }
+        }
+        HeroClass::Reduction => {
+            if let Some(oa) = hops.first().and_then(|&o| r.arr(o)) {
+                let phys = physical_order(oa);
+                let rank = phys.len();
+                let hi = r.ins(hero);
+                let reduced: Vec<(usize, i64)> = if hero_op == Opcode::Reduce {
+                    hi.attrs
+                        .dimensions
+                        .as_ref()
+                        .map(|d| {
+                            d.iter()
+                                .filter_map(|&x| usize::try_from(x).ok())
+                                .filter(|&x| x < rank)
+                                .map(|x| (x, dim_size(oa.dims[x]).max(1)))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                } else {
+                    hi.attrs
+                        .window
+                        .as_ref()
+                        .map(|w| {
+                            w.dims
+                                .iter()
+                                .enumerate()
+                                .filter(|(d, wd)| {
+                                    *d < rank
+                                        && (wd.size != 1
+                                            || wd.stride != 1
+                                            || wd.window_dilation != 1
+                                            || wd.base_dilation != 1)
+                                })
+                                .map(|(d, wd)| (d, wd.size.max(1)))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                for (pos, &l) in phys.iter().enumerate() {
+                    if let Some(&(_, size)) = reduced.iter().find(|(d, _)| *d == l) {
+                        let axis = if pos + 1 == rank {
+                            ReduceAxis::Lanes
+                        } else if pos + 2 == rank {
+                            ReduceAxis::Sublanes
+                        } else {
+                            ReduceAxis::Major
+                        };
+                        hd.reduced.push((l, rank_out + red.len()));
+                        red.push(ReductionDim {
+                            size,
+                            kind: ReductionKind::Reduce(axis),
+                        });
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+
+    // ---- trace
+    let mut tr = Tracer {
+        r,
+        hero,
+        class,
+        hd,
+        maps: HashMap::new(),
+        leaf_maps: HashMap::new(),
+        aliased,
+        stack: Vec::new(),
+    };
+    let out_phys = physical_order(&out_arr);
+    if in_place {
+        for (id, m, src) in start.into_iter().rev() {
+            tr.push(id, m, &src);
+        }
+        tr.run();
+        for (b, bm) in extra_after {
+            let src = r.dims(b);
+            tr.push(b, bm, &src);
+            tr.run();
+        }
+    } else {
+        let mut m0 = vec![DimMap::Full; main_arr.rank()];
+        for (k, &l) in out_phys.iter().enumerate() {
+            m0[l] = DimMap::Iter(k);
+        }
+        tr.push(main, m0.clone(), &out_dims_logical);
+        tr.run();
+        // other outputs of a multi-output fusion read inputs too
+        if !r.single && r.opcode(r.root) == Opcode::Tuple {
+            for o in r.operands(r.root) {
+                if o != main {
+                    tr.push(o, m0.clone(), &out_dims_logical);
+                    tr.run();
+                }
+            }
+        }
+    }
+
+    // ---- inputs
+    let mut inputs: Vec<InputDesc> = Vec::new();
+    let mut operand_of_input: Vec<usize> = Vec::new();
+    let mut leaf_of_input: Vec<InstrId> = Vec::new();
+    let out_phys_dims = out_desc.dims.clone();
+    let out_iter_maps: Vec<DimMap> = (0..rank_out).map(DimMap::Iter).collect();
+    for &leaf in &r.leaves {
+        if tr.aliased.contains(&leaf) {
+            continue;
+        }
+        let Some(a) = elem_shape(&r.ins(leaf).shape) else {
+            continue;
+        };
+        // scalars travel as kernel arguments (SMEM), not as HBM tiles
+        if !is_data(a) || r.ins(leaf).shape.is_tuple() || a.rank() == 0 {
+            continue;
+        }
+        let t = tensor(a);
+        let dims = match tr.leaf_maps.get(&leaf) {
+            Some(lm) => to_physical(a, lm),
+            None => positional(&t.dims, &out_phys_dims, &out_iter_maps),
+        };
+        operand_of_input.push(r.leaf_input.get(&leaf).copied().unwrap_or(0));
+        leaf_of_input.push(leaf);
+        inputs.push(InputDesc { tensor: t, dims });
+    }
+
+    // ---- reductions: the reduced operand's input goes first (work layout)
+    let walk_to_leaf = |from: Option<InstrId>| -> Option<InstrId> {
+        let mut cur = from?;
+        for _ in 0..64 {
+            if r.is_leaf(cur) {
+                return Some(cur);
+            }
+            let ops = r.operands(cur);
+            // follow the largest operand
+            cur = *ops.iter().max_by(|&&x, &&y| {
+                let ex = r.arr(x).map(elements).unwrap_or(0.0);
+                let ey = r.arr(y).map(elements).unwrap_or(0.0);
+                ex.total_cmp(&ey).then(y.index().cmp(&x.index()))
+            })?;
+        }
+        None
+    };
+    if class == HeroClass::Reduction {
+        if let Some(l) = walk_to_leaf(hops.first().copied()) {
+            if let Some(p) = leaf_of_input.iter().position(|&x| x == l) {
+                if p > 0 {
+                    let i = inputs.remove(p);
+                    inputs.insert(0, i);
+                    let o = operand_of_input.remove(p);
+                    operand_of_input.insert(0, o);
+                    let lf = leaf_of_input.remove(p);
+                    leaf_of_input.insert(0, lf);
+                }
+            }
+        }
+    }
+    let kernel_operand = if class == HeroClass::Mxu {
+        walk_to_leaf(hops.get(1).copied()).and_then(|l| leaf_of_input.iter().position(|&x| x == l))
+    } else {
+        None
+    };
+
+    // ---- MXU roles
+    let kind = match class {
+        HeroClass::Mxu => {
+            let mut roles = vec![MxuRole::M; rank_out];
+            let hm = tr.maps.get(&hero).cloned().unwrap_or_default();
+            let role_of_out: Vec<MxuRole> = if hero_op == Opcode::Dot {
+                let hi = r.ins(hero);
+                let nb = hi
+                    .attrs
+                    .dot_dims
+                    .as_ref()
+                    .map(|d| d.lhs_batch.len())
+                    .unwrap_or(0);
+                let nl = hops
+                    .first()
+                    .map(|&o| r.rank(o))
+                    .unwrap_or(0)
+                    .saturating_sub(
+                        nb + hi
+                            .attrs
+                            .dot_dims
+                            .as_ref()
+                            .map(|d| d.lhs_contracting.len())
+                            .unwrap_or(0),
+                    );
+                (0..r.rank(hero))
+                    .map(|j| {
+                        if j < nb {
+                            MxuRole::Batch
+                        } else if j < nb + nl {
+                            MxuRole::M
+                        } else {
+                            MxuRole::N
+                        }
+                    })
+                    .collect()
+            } else {
+                let cd = r.ins(hero).attrs.conv_dims.as_deref();
+                (0..r.rank(hero))
+                    .map(|j| match cd {
+                        Some(cd) if cd.output_feature == j as i64 => MxuRole::N,
+                        _ => MxuRole::M,
+                    })
+                    .collect()
+            };
+            for (j, m) in hm.iter().enumerate() {
+                let role = role_of_out.get(j).copied().unwrap_or(MxuRole::M);
+                match *m {
+                    DimMap::Iter(d) if d < rank_out => roles[d] = role,
+                    DimMap::Window { out, win, .. } => {
+                        if out < rank_out {
+                            roles[out] = role;
+                        }
+                        if win < rank_out {
+                            roles[win] = role;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            KernelKind::Mxu(MxuSpec {
+                roles,
+                precision: precision_of(r, hero),
+            })
+        }
+        HeroClass::Reduction => KernelKind::Reduction,
+        HeroClass::Other => KernelKind::Other,
+        HeroClass::CopyTranspose => KernelKind::CopyTranspose,
+        HeroClass::Elementwise => KernelKind::Elementwise,
+    };
+
+    // ---- VPU work and flops
+    let out_elems = elements(&out_arr).max(1.0);
+    let cone = if class == HeroClass::Reduction {
+        cone_of(r, &hops[..hops.len() / 2])
+    } else {
+        Vec::new()
+    };
+    let point_elems = match (class, hero_op) {
+        (HeroClass::Reduction, Opcode::Reduce) => hops
+            .first()
+            .and_then(|&o| r.arr(o))
+            .map(elements)
+            .unwrap_or(1.0)
+            .max(1.0),
+        (HeroClass::Reduction, _) => out_elems * red.iter().map(|x| x.size as f64).product::<f64>(),
+        _ => 1.0,
+    };
+    let mut vpu = VpuWork::default();
+    let mut flops = 0.0;
+    let mut transc = 0.0;
+    for id in r.members() {
+        let op = r.opcode(id);
+        let ins = r.ins(id);
+        let n = r.arr(id).map(elements).unwrap_or(1.0).max(1.0);
+        let mut ops = OpCounts::default();
+        let mut applications = n;
+        match op {
+            Opcode::Dot | Opcode::Convolution => {
+                let f = mxu_flops(r, id);
+                flops += f;
+                if id != hero {
+                    // a second matmul runs on the MXU too; count it as VPU
+                    // multiply-adds (documented approximation)
+                    add_scaled(
+                        &mut vpu.per_output_element,
+                        OpCounts::cheap(f / 2.0),
+                        1.0 / out_elems,
+                    );
+                }
+                continue;
+            }
+            Opcode::Reduce
+            | Opcode::ReduceWindow
+            | Opcode::Map
+            | Opcode::Scatter
+            | Opcode::SelectAndScatter => {
+                let callee = r
+                    .called(id, CallRole::ToApply)
+                    .or_else(|| r.called(id, CallRole::Scatter));
+                if let Some(c) = callee {
+                    ops = computation_ops(r.module, c, 0);
+                }
+                let operand = r.operands(id);
+                applications = match op {
+                    Opcode::Reduce => operand
+                        .first()
+                        .and_then(|&o| r.arr(o))
+                        .map(elements)
+                        .unwrap_or(n),
+                    Opcode::ReduceWindow => {
+                        n * ins
+                            .attrs
+                            .window
+                            .as_ref()
+                            .map(|w| w.dims.iter().map(|d| d.size.max(1) as f64).product())
+                            .unwrap_or(1.0)
+                    }
+                    Opcode::Scatter => operand
+                        .last()
+                        .and_then(|&o| r.arr(o))
+                        .map(elements)
+                        .unwrap_or(n),
+                    _ => n,
+                };
+                if op == Opcode::SelectAndScatter {
+                    if let Some(c) = r.called(id, CallRole::Select) {
+                        add_scaled(&mut ops, computation_ops(r.module, c, 0), 1.0);
+                    }
+                }
+            }
+            Opcode::Sort | Opcode::TopK => {
+                let dims = r.dims(id);
+                let sd = ins
+                    .attrs
+                    .dimensions
+                    .as_ref()
+                    .and_then(|d| d.first())
+                    .and_then(|&d| usize::try_from(d).ok())
+                    .unwrap_or(dims.len().saturating_sub(1));
+                let len = dims.get(sd).copied().unwrap_or(1).max(2) as f64;
+                let stages = len.log2().ceil();
+                let per = stages * (stages + 1.0) / 2.0;
+                let cmp = r
+                    .called(id, CallRole::ToApply)
+                    .map(|c| computation_ops(r.module, c, 0))
+                    .unwrap_or(OpCounts::cheap(1.0));
+                let operands = r.operands(id).len().max(1) as f64;
+                add_scaled(&mut ops, cmp, per);
+                ops.cheap += per * operands; // selects moving the keys/values
+            }
+            Opcode::Fft => {
+                let len = r.dims(id).last().copied().unwrap_or(2).max(2) as f64;
+                ops = OpCounts::cheap(5.0 * len.log2());
+            }
+            Opcode::TriangularSolve | Opcode::Cholesky => {
+                let len = r.dims(id).last().copied().unwrap_or(1).max(1) as f64;
+                ops = OpCounts::cheap(len);
+            }
+            Opcode::CustomCall | Opcode::Gather => ops = OpCounts::cheap(1.0),
+            Opcode::AllReduce | Opcode::AllReduceStart | Opcode::ReduceScatter => {
+                ops = OpCounts::cheap(1.0)
+            }
+            _ => ops = op_class(op),
+        }
+        if total_ops(&ops) == 0.0 {
+            continue;
+        }
+        let amount = applications;
+        if op.is_transcendental() {
+            transc += amount * total_ops(&ops);
+        } else {
+            flops += amount * total_ops(&ops);
+        }
+        if class == HeroClass::Reduction && (id == hero || cone.contains(&id)) {
+            add_scaled(&mut vpu.per_reduction_point, ops, amount / point_elems);
+        } else {
+            add_scaled(&mut vpu.per_output_element, ops, amount / out_elems);
+        }
+    }
+
+    let desc = KernelDesc {
+        name: name.to_string(),
+        kind,
+        output: out_desc,
+        reduction_dims: red,
+        inputs,
+        kernel_operand,
+        vpu,
+        transcendentals: transc,
+        flops,
+    };
+    let hero_name = r.ins(hero).name.clone();
+    match desc.validate() {
+        Ok(()) => Ok(Some(LoweredKernel {
+            desc,
+            hero: hero_op,
+            hero_name,
+            side_outputs: side,
+            operand_of_input,
+            flattened: false,
+        })),
+        Err(_) => {
+            let flat = flatten(&desc);
+            flat.validate().map_err(|source| LowerError::Model {
+                kernel: name.to_string(),
+                source,
+            })?;
+            Ok(Some(LoweredKernel {
+                desc: flat,
+                hero: hero_op,
+                hero_name,
+                side_outputs: side,
+                operand_of_input,
+                flattened: true,
+            }))
+        }
+    }
+}
+
+/// Instructions in the operand cone of `roots` inside the region.
+fn cone_of(r: &Region, roots: &[InstrId]) -> Vec<InstrId> {
+    let mut seen: Vec<InstrId> = Vec::new();
+    let mut stack: Vec<InstrId> = roots.to_vec();
+    while let Some(id) = stack.pop() {
+        if r.is_leaf(id) || seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        if r.single {
+            continue;
+        }
+        stack.extend(r.operands(id));
+    }
+    seen
+}
+
+/// 2-D approximation of a description the model rejects (rank > MAX_DIMS,
+/// bad dims): output `[Π major, minor]`, reduction work folded into the
+/// per-output-element ops, inputs `[Π major, minor]` streamed along the rows.
+fn flatten(d: &KernelDesc) -> KernelDesc {
+    let two = |dims: &[i64]| -> Vec<i64> {
+        let dims: Vec<i64> = dims.iter().map(|&x| x.max(1)).collect();
+        match dims.len() {
+            0 => vec![1, 1],
+            1 => vec![1, dims[0]],
+            n => vec![
+                dims[..n - 1].iter().fold(1i64, |a, &b| a.saturating_mul(b)),
+                dims[n - 1],
+            ],
+        }
+    };
+    let out = two(&d.output.dims);
+    let red: f64 = d
+        .reduction_dims
+        .iter()
+        .map(|x| x.size.max(1) as f64)
+        .product();
+    let mut per_out = d.vpu.per_output_element;
+    add_scaled(&mut per_out, d.vpu.per_reduction_point, red);
+    let inputs = d
+        .inputs
+        .iter()
+        .map(|i| {
+            let t = two(&i.tensor.dims);
+            let minor = if t[1] == out[1] {
+                DimMap::Iter(1)
+            } else {
+                DimMap::Full
+            };
+            InputDesc {
+                tensor: TensorDesc::new(t, i.tensor.elem_bits.clamp(1, 64)),
+                dims: vec![DimMap::Iter(0), minor],
+            }
+        })
+        .collect();
+    KernelDesc {
+        name: d.name.clone(),
+        kind: KernelKind::Other,
+        output: TensorDesc::new(out, d.output.elem_bits.clamp(1, 64)),
+        reduction_dims: vec![],
+        inputs,
+        kernel_operand: None,
+        vpu: VpuWork {
+            per_output_element: per_out,
+            per_reduction_point: OpCounts::default(),
+        },
+        transcendentals: d.transcendentals,
+        flops: d.flops,
+    }
+}
+
+/// Human-readable summary of a lowered kernel: kind, iteration space and the
+/// dim map of every input (used by `explain_kernel`).
+pub fn describe(k: &LoweredKernel) -> String {
+    let d = &k.desc;
+    let mut s = String::new();
+    let kind = match &d.kind {
+        KernelKind::Mxu(spec) => format!(
+            "Mxu (roles {:?}, precision {:?})",
+            spec.roles, spec.precision
+        ),
+        other => format!("{other:?}"),
+    };
+    let _ = writeln!(
+        s,
+        "Lowering of `{}`: kind {kind}, hero `{}` ({})",
+        d.name,
+        k.hero_name,
+        k.hero.name()
+    );
+    if k.flattened {
+        let _ = writeln!(
+            s,
+            "  (flattened 2-D approximation: the traced description was rejected)"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  output {:?} ({} bit) = iteration dims 0..{}",
+        d.output.dims,
+        d.output.elem_bits,
+        d.output.dims.len()
+    );
+    for (i, q) in d.reduction_dims.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  iteration dim {}: reduction {:?}, extent {}",
+            d.output.dims.len() + i,
+            q.kind,
+            q.size
+        );
+    }
+    for (i, inp) in d.inputs.iter().enumerate() {
+        let tag = if d.kernel_operand == Some(i) {
+            " [kernel operand]"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "  input {i} (operand {}){tag}: {:?} ({} bit), dims → {:?}",
+            k.operand_of_input.get(i).copied().unwrap_or(i),
+            inp.tensor.dims,
+            inp.tensor.elem_bits,
+            inp.dims
+        );
+    }
+    for t in &k.side_outputs {
+        let _ = writeln!(
+            s,
+            "  side output {:?} ({} bit): extra write",
+            t.dims, t.elem_bits
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  VPU ops per output element {:?}; per reduction point {:?}; flops {:.4e}",
+        d.vpu.per_output_element, d.vpu.per_reduction_point, d.flops
+    );
+    s
+}
+
+/// Upper bound on iteration dims, re-exported for docs/tests.
+pub const MAX_ITER_DIMS: usize = MAX_DIMS;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_groups_pair_equal_products() {
+        let g = reshape_groups(&[8, 128, 768], &[1024, 768]).unwrap();
+        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1])]);
+        let g = reshape_groups(&[1, 6, 4], &[6, 2, 2]).unwrap();
+        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1, 2])]);
+        assert!(reshape_groups(&[6], &[7]).is_none());
+        assert!(reshape_groups(&[0, 3], &[3]).is_none());
+    }
+
+    #[test]
+    fn reshape_maps_split_merge_and_identity() {
+        let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
+        // split: [1024, 768] read by an [8,128,768] consumer
+        assert_eq!(
+            reshape_maps(&[1024, 768], &[8, 128, 768], &m),
+            vec![
+                DimMap::Window {
+                    out: 0,
+                    win: 1,
+                    stride: 128,
+                    dilation: 1
+                },
+                DimMap::Iter(2)
+            ]
+        );
+        // merge: [8,128,768] read by a [1024,768] consumer
+        assert_eq!(
+            reshape_maps(&[8, 128, 768], &[1024, 768], &m[..2]),
+            vec![
+                DimMap::Outer {
+                    iter: 0,
+                    inner: 128
+                },
+                DimMap::Iter(0),
+                DimMap::Iter(1)
+            ]
+        );
+        // size-1 dims are Full (extent 1 either way)
+        assert_eq!(
+            reshape_maps(&[1, 64], &[64], &m[..1]),
+            vec![DimMap::Full, DimMap::Iter(0)]
+        );
+    }
+
+    #[test]
+    fn positional_matches_from_the_minor_end() {
+        let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
+        assert_eq!(
+            positional(&[5, 7], &[3, 5, 7], &m),
+            vec![DimMap::Iter(1), DimMap::Iter(2)]
+        );
+        assert_eq!(
+            positional(&[9, 1, 7], &[3, 5, 7], &m),
+            vec![DimMap::Full, DimMap::Full, DimMap::Iter(2)]
+        );
+    }
+}

@@ -1,0 +1,24 @@
+//! From compiled HLO to the kernel-level cost model, and the program model.
+//!
+//! * [`lower`]: one instruction (a fusion or an unfused op) → [`KernelDesc`]
+//!   ([`lower_kernel`]): iteration space from the output's physical layout,
+//!   hero (dot / convolution / reduce / …) → kernel kind and reduction dims,
+//!   dim maps traced from every fusion operand to the output.
+//! * [`program`]: the whole module ([`estimate_program`], [`LoweredProgram`]):
+//!   kernels summed in program order, `while` × trip count, `conditional` =
+//!   most expensive branch; [`explain_kernel`] for the teaching view.
+//! * [`ops`]: op cost classes and shape/layout helpers.
+//!
+//! Rules, formulas and approximations: `docs/kernels.md`.
+//!
+//! [`KernelDesc`]: crate::tpu::KernelDesc
+
+pub mod lower;
+pub mod ops;
+pub mod program;
+
+pub use lower::{describe, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
+pub use program::{
+    estimate_program, explain_kernel, trip_count, KernelRow, LoweredProgram, PreparedProgram,
+    ProgramError, ProgramEstimate, ProgramKernel, TileOverrides, TripSource, DEFAULT_TRIP_COUNT,
+};

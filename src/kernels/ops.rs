@@ -1,0 +1,231 @@
+//! Per-opcode facts the lowering needs: VPU cost class of each element-wise op,
+//! which opcodes cost nothing at run time, which only move data, and the
+//! shape/layout helpers shared by the lowering.
+
+use crate::ir::{ArrayShape, Computation, Module, Opcode, PrimitiveType, Shape};
+use crate::tpu::OpCounts;
+
+/// VPU cost of one element of `op` by cost class (spec §5.1: add/mul/select/
+/// compare cheap; divide, exp, log, tanh, rsqrt, sqrt, pow, logistic medium;
+/// sin, cos, tan, erf, atan2 and other polynomial expansions expensive).
+/// Data-movement ops and ops that are handled separately (dot, reduce, ...)
+/// return zero.
+pub fn op_class(op: Opcode) -> OpCounts {
+    use Opcode::*;
+    let (cheap, medium, expensive) = match op {
+        Add | Subtract | Multiply | Maximum | Minimum | Select | Compare | And | Or | Xor | Not
+        | Negate | Abs | Convert | Sign | Floor | Ceil | RoundNearestAfz | RoundNearestEven
+        | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical | PopulationCount | Clz
+        | IsFinite | Real | Imag | Complex | ReducePrecision | StochasticConvert | Iota => {
+            (1.0, 0.0, 0.0)
+        }
+        Clamp => (2.0, 0.0, 0.0),
+        Divide | Remainder | Exp | Expm1 | Log | Log1p | Tanh | Rsqrt | Sqrt | Cbrt | Power
+        | Logistic => (0.0, 1.0, 0.0),
+        Sin | Cos | Tan | Erf | Atan2 | Acos | Asin | Acosh | Asinh | Atanh | Sinh | Cosh => {
+            (0.0, 0.0, 1.0)
+        }
+        Rng => (8.0, 0.0, 0.0),
+        RngBitGenerator => (20.0, 0.0, 0.0),
+        _ => (0.0, 0.0, 0.0),
+    };
+    OpCounts {
+        cheap,
+        medium,
+        expensive,
+    }
+}
+
+/// Opcodes that cost nothing as stand-alone instructions (no kernel runs).
+pub fn is_zero_cost(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Parameter
+            | Constant
+            | GetTupleElement
+            | Tuple
+            | Bitcast
+            | AfterAll
+            | AddDependency
+            | OptimizationBarrier
+            | PartitionId
+            | ReplicaId
+            | Domain
+            | GetDimensionSize
+            | SetDimensionSize
+            | AsyncUpdate
+            | AsyncDone
+            | AllGatherDone
+            | AllReduceDone
+            | CollectivePermuteDone
+            | CopyDone
+            | RecvDone
+            | SendDone
+            | Infeed
+            | Outfeed
+            | Send
+            | Recv
+            | RngGetAndUpdateState
+    )
+}
+
+/// Control-flow opcodes whose cost is that of the computations they call
+/// (walked by the program model, not lowered to a kernel).
+pub fn is_control_flow(op: Opcode) -> bool {
+    matches!(op, Opcode::While | Opcode::Conditional | Opcode::Call)
+}
+
+/// Ops whose work is address arithmetic / data movement, lowered as
+/// `KernelKind::Other` when they are the hero of a kernel.
+pub fn is_other_hero(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Gather
+            | Scatter
+            | Sort
+            | TopK
+            | CustomCall
+            | Fft
+            | Rng
+            | RngBitGenerator
+            | Cholesky
+            | TriangularSolve
+            | SelectAndScatter
+            | BatchNormGrad
+            | BatchNormInference
+            | BatchNormTraining
+            | RaggedDot
+            | ScaledDot
+            | Scan
+            | AllGather
+            | AllGatherStart
+            | AllReduce
+            | AllReduceStart
+            | AllToAll
+            | RaggedAllToAll
+            | ReduceScatter
+            | CollectiveBroadcast
+            | CollectivePermute
+            | CollectivePermuteStart
+    )
+}
+
+/// Element width in bits of an array shape (layout `E(n)` wins; pred = 8).
+pub fn elem_bits(a: &ArrayShape) -> u32 {
+    let from_layout = a
+        .layout
+        .as_ref()
+        .map(|l| l.element_size_in_bits)
+        .filter(|&b| b > 0)
+        .and_then(|b| u32::try_from(b).ok());
+    let bits = from_layout.unwrap_or_else(|| a.element_type.bit_width());
+    // The kernel model supports 1..=64 bits; complex128 is counted as 64
+    // (documented approximation).
+    bits.clamp(1, 64)
+}
+
+/// Size of a dim for the model: bounded dynamic dims use their bound,
+/// unbounded ones count as 1.
+pub fn dim_size(d: i64) -> i64 {
+    if d < 0 {
+        1
+    } else {
+        d
+    }
+}
+
+/// Logical dims → physical order: `phys[k]` = logical dim at physical
+/// position `k` (major→minor = reverse of `minor_to_major`).
+pub fn physical_order(a: &ArrayShape) -> Vec<usize> {
+    let m2m = a.minor_to_major();
+    let rank = a.rank();
+    let mut out: Vec<usize> = m2m
+        .iter()
+        .rev()
+        .filter_map(|&d| usize::try_from(d).ok())
+        .filter(|&d| d < rank)
+        .collect();
+    // A malformed layout falls back to row-major.
+    let mut seen = vec![false; rank];
+    let ok = out.len() == rank
+        && out.iter().all(|&d| {
+            let fresh = !seen[d];
+            seen[d] = true;
+            fresh
+        });
+    if !ok {
+        out = (0..rank).collect();
+    }
+    out
+}
+
+/// Physical dims (major→minor) of an array shape.
+pub fn physical_dims(a: &ArrayShape) -> Vec<i64> {
+    physical_order(a)
+        .iter()
+        .map(|&l| dim_size(a.dims.get(l).copied().unwrap_or(1)))
+        .collect()
+}
+
+/// The array an instruction produces for dim-tracing purposes: the array
+/// itself, or the first array leaf of a tuple (variadic reduce / sort
+/// elements share their dims).
+pub fn elem_shape(s: &Shape) -> Option<&ArrayShape> {
+    match s {
+        Shape::Array(a) => Some(a),
+        Shape::Tuple(v) => v.iter().find_map(elem_shape),
+        Shape::Buffer(b) => elem_shape(b),
+    }
+}
+
+/// Number of elements of an array (dynamic dims at their bound), ≥ 1.
+pub fn elements(a: &ArrayShape) -> f64 {
+    a.dims.iter().map(|&d| dim_size(d) as f64).product::<f64>()
+}
+
+/// Whether an array shape holds data (not a token / opaque / empty array).
+pub fn is_data(a: &ArrayShape) -> bool {
+    a.element_type.is_array()
+        && a.element_type != PrimitiveType::Invalid
+        && a.dims.iter().all(|&d| d != 0)
+}
+
+/// VPU ops of one application of a reducer / comparator computation
+/// (Σ cost classes of its instructions, nested calls included once).
+pub fn computation_ops(module: &Module, comp: &Computation, depth: usize) -> OpCounts {
+    let mut total = OpCounts::default();
+    if depth > 8 {
+        return total;
+    }
+    for &id in &comp.order {
+        let ins = comp.instr(id);
+        let c = op_class(ins.opcode);
+        let n = ins.shape.as_array().map(elements).unwrap_or(1.0).max(1.0);
+        total.cheap += c.cheap * n;
+        total.medium += c.medium * n;
+        total.expensive += c.expensive * n;
+        for (_, callee) in &ins.attrs.called {
+            if let Some(cc) = module.computations.get_index(*callee).map(|(_, c)| c) {
+                let inner = computation_ops(module, cc, depth + 1);
+                total.cheap += inner.cheap;
+                total.medium += inner.medium;
+                total.expensive += inner.expensive;
+            }
+        }
+    }
+    total
+}
+
+/// `a += b × w` for op counts.
+pub fn add_scaled(a: &mut OpCounts, b: OpCounts, w: f64) {
+    a.cheap += b.cheap * w;
+    a.medium += b.medium * w;
+    a.expensive += b.expensive * w;
+}
+
+/// Total op count (cheap + medium + expensive).
+pub fn total_ops(c: &OpCounts) -> f64 {
+    c.cheap + c.medium + c.expensive
+}

@@ -1,0 +1,829 @@
+//! Program model: the runtime of a whole module as the sum of its kernels in
+//! program order, with `while` loops multiplied by their trip count and
+//! `conditional`s costed by their most expensive branch.
+//!
+//! Lowering (HLO → [`KernelDesc`]s, loop structure, trip counts) happens once
+//! in [`LoweredProgram::new`]; [`LoweredProgram::estimate`] /
+//! [`LoweredProgram::total_ns`] re-evaluate it for any target and tile
+//! overrides (the dataset generator calls them many times). Identical kernel
+//! descriptions are evaluated once per call.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use super::lower::{describe, lower_kernel_full, LowerError, LoweredKernel};
+use crate::hlo::printer::{print_computation, print_instruction};
+use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
+use crate::tpu::{
+    estimate, explain, Bottleneck, Estimate, KernelDesc, KernelKind, ModelError, TileConfig,
+    TpuTarget,
+};
+
+/// Tile overrides: kernel (instruction) name → tile config. Kernels not
+/// listed use the compiler default ([`crate::tpu::default_tile`]).
+pub type TileOverrides = HashMap<String, TileConfig>;
+
+/// Trip count assumed for a `while` whose count is neither in its
+/// backend_config nor recognisable from a constant induction pattern.
+pub const DEFAULT_TRIP_COUNT: u64 = 1;
+
+/// Why a program cannot be estimated.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ProgramError {
+    /// An instruction could not be lowered.
+    #[error(transparent)]
+    Lower(#[from] LowerError),
+    /// A tile configuration was rejected by the model (infeasible, wrong length, out of range).
+    #[error("kernel `{kernel}`: {source}")]
+    Tile {
+        /// Kernel (instruction) name.
+        kernel: String,
+        /// Model error.
+        source: ModelError,
+    },
+    /// A tile override or `explain` names no kernel of the module.
+    #[error("no kernel named `{0}` in the module")]
+    UnknownKernel(String),
+    /// The named instruction exists but lowers to no kernel (zero cost or control flow).
+    #[error("instruction `{0}` is not a kernel (zero cost or control flow)")]
+    NotAKernel(String),
+    /// The named instruction is fused into another kernel.
+    #[error("instruction `{name}` is part of fusion `{fusion}`; explain the fusion instead")]
+    InsideFusion {
+        /// Instruction name.
+        name: String,
+        /// Name of the fusion instruction that calls its computation.
+        fusion: String,
+    },
+    /// Computations call each other recursively or nest too deeply.
+    #[error("computation `{0}` is called recursively or nested deeper than 64 levels")]
+    Recursion(String),
+}
+
+/// Where a `while` trip count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TripSource {
+    /// `backend_config={"known_trip_count":{"n":"N"}}`.
+    BackendConfig,
+    /// Constant induction variable: `i < C` in the condition, `i + s` in the body.
+    Induction,
+    /// Neither: [`DEFAULT_TRIP_COUNT`].
+    Default,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Kernel(usize),
+    Loop {
+        trips: f64,
+        body: Vec<Node>,
+        cond: Vec<Node>,
+    },
+    Cond {
+        branches: Vec<Vec<Node>>,
+    },
+}
+
+/// One lowered kernel of the program.
+#[derive(Debug, Clone)]
+pub struct ProgramKernel {
+    /// The lowered kernel.
+    pub lowered: LoweredKernel,
+    /// Computation that holds the instruction.
+    pub computation: String,
+    /// Index of the structurally identical kernel evaluated for it.
+    class: usize,
+}
+
+/// One row of the per-kernel report (times per execution, in ns).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelRow {
+    /// Kernel (instruction) name.
+    pub name: String,
+    /// Computation holding the instruction.
+    pub computation: String,
+    /// `Mxu`, `Elementwise`, `Reduction`, `CopyTranspose` or `Other`.
+    pub kind: &'static str,
+    /// Opcode of the hero instruction.
+    pub hero: &'static str,
+    /// Tile actually used (per-iteration-dim sizes in TpuGraphs form).
+    pub tile: TileConfig,
+    /// Logical FLOPs of one execution.
+    pub flops: f64,
+    /// HBM bytes of one execution (re-fetches, padding, side outputs).
+    pub bytes: f64,
+    /// Σ MXU busy time.
+    pub mxu_ns: f64,
+    /// Σ VPU busy time.
+    pub vpu_ns: f64,
+    /// Σ XLU busy time.
+    pub xlu_ns: f64,
+    /// Σ DMA time (including side outputs).
+    pub hbm_ns: f64,
+    /// Fixed costs (steps, launch, dispatch, MXU fill).
+    pub overhead_ns: f64,
+    /// Un-hidden write time of side outputs (included in `total_ns`).
+    pub side_output_ns: f64,
+    /// Time of one execution.
+    pub total_ns: f64,
+    /// What limits the kernel.
+    pub bottleneck: Bottleneck,
+    /// Executions per program run: product of enclosing trip counts, 0 for
+    /// kernels in conditional branches that are not the most expensive one.
+    pub multiplier: f64,
+    /// True when the default tile did not fit VMEM and the untiled roofline
+    /// fallback was used.
+    pub untiled: bool,
+}
+
+/// Whole-program estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProgramEstimate {
+    /// Σ multiplier × kernel time, ns.
+    pub total_ns: f64,
+    /// One row per kernel in program order (loop bodies in place).
+    pub kernels: Vec<KernelRow>,
+    /// Approximations worth knowing (default trip counts, fallbacks).
+    pub warnings: Vec<String>,
+}
+
+/// A module lowered once, to be estimated many times.
+#[derive(Debug, Clone)]
+pub struct LoweredProgram {
+    /// Kernels in program order (a computation called from several places
+    /// is lowered once and appears once).
+    pub kernels: Vec<ProgramKernel>,
+    /// One representative kernel index per structurally identical class.
+    classes: Vec<usize>,
+    nodes: Vec<Node>,
+    by_name: HashMap<String, Vec<usize>>,
+    /// `while` loops: (instruction name, trip count, source).
+    pub loops: Vec<(String, u64, TripSource)>,
+}
+
+/// Evaluation of one kernel under one target/tile.
+#[derive(Debug, Clone, Copy)]
+struct Eval {
+    est: Option<Estimate>,
+    total_ns: f64,
+    side_ns: f64,
+    bytes: f64,
+    hbm_ns: f64,
+}
+
+struct Walker<'m> {
+    module: &'m Module,
+    kernels: Vec<ProgramKernel>,
+    cache: HashMap<CompId, Vec<Node>>,
+    active: Vec<CompId>,
+    loops: Vec<(String, u64, TripSource)>,
+}
+
+impl Walker<'_> {
+    fn walk(&mut self, comp: CompId) -> Result<Vec<Node>, ProgramError> {
+        if let Some(n) = self.cache.get(&comp) {
+            return Ok(n.clone());
+        }
+        let module = self.module;
+        let c = module
+            .computations
+            .get_index(comp)
+            .map(|(_, c)| c)
+            .ok_or(LowerError::NoComputation(comp))?;
+        if self.active.contains(&comp) || self.active.len() > 64 {
+            return Err(ProgramError::Recursion(c.name.clone()));
+        }
+        self.active.push(comp);
+        let mut nodes = Vec::new();
+        for &id in &c.order {
+            let ins = c.instr(id);
+            match (ins.opcode, ins.async_wrapped) {
+                (Opcode::While, _) => {
+                    let body = match ins.attrs.called_with(CallRole::Body) {
+                        Some(b) => self.walk(b)?,
+                        None => vec![],
+                    };
+                    let cond = match ins.attrs.called_with(CallRole::Condition) {
+                        Some(b) => self.walk(b)?,
+                        None => vec![],
+                    };
+                    let (n, src) = trip_count(module, comp, id);
+                    self.loops.push((ins.name.clone(), n, src));
+                    nodes.push(Node::Loop {
+                        trips: n as f64,
+                        body,
+                        cond,
+                    });
+                }
+                (Opcode::Conditional, _) => {
+                    let mut branches = Vec::new();
+                    for &(role, b) in &ins.attrs.called {
+                        if matches!(
+                            role,
+                            CallRole::BranchComputations
+                                | CallRole::TrueComputation
+                                | CallRole::FalseComputation
+                        ) {
+                            branches.push(self.walk(b)?);
+                        }
+                    }
+                    nodes.push(Node::Cond { branches });
+                }
+                (Opcode::Call, _) | (Opcode::AsyncStart, None) => {
+                    let callee = ins
+                        .attrs
+                        .called_with(CallRole::ToApply)
+                        .or_else(|| ins.attrs.called_with(CallRole::Calls))
+                        .or_else(|| ins.attrs.called.first().map(|(_, c)| *c));
+                    if let Some(cb) = callee {
+                        nodes.extend(self.walk(cb)?);
+                    }
+                }
+                _ => {
+                    if let Some(k) = lower_kernel_full(module, comp, id)? {
+                        nodes.push(Node::Kernel(self.kernels.len()));
+                        self.kernels.push(ProgramKernel {
+                            lowered: k,
+                            computation: c.name.clone(),
+                            class: 0,
+                        });
+                    }
+                }
+            }
+        }
+        self.active.pop();
+        self.cache.insert(comp, nodes.clone());
+        Ok(nodes)
+    }
+}
+
+fn parse_i64(s: &str) -> Option<i64> {
+    let t = s.trim().trim_matches('"');
+    t.parse::<i64>().ok().or_else(|| {
+        t.parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .map(|x| x as i64)
+    })
+}
+
+/// Integer value of a scalar constant (through converts / copies).
+fn const_int(c: &crate::ir::Computation, id: InstrId) -> Option<i64> {
+    let mut cur = id;
+    for _ in 0..4 {
+        let ins = c.instr(cur);
+        match ins.opcode {
+            Opcode::Constant => return ins.attrs.literal.as_deref().and_then(parse_i64),
+            Opcode::Convert | Opcode::Copy | Opcode::Bitcast | Opcode::Reshape => {
+                cur = c.operand(cur, 0)?
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Tuple index `i` when `id` is `get-tuple-element(parameter(0)), index=i`.
+fn gte_of_param(c: &crate::ir::Computation, id: InstrId) -> Option<i64> {
+    let ins = c.instr(id);
+    if ins.opcode != Opcode::GetTupleElement {
+        return None;
+    }
+    let p = c.operand(id, 0)?;
+    (c.instr(p).opcode == Opcode::Parameter).then_some(())?;
+    ins.attrs.tuple_index
+}
+
+/// Trip count of a `while`: backend_config `known_trip_count`, else the
+/// constant induction pattern, else [`DEFAULT_TRIP_COUNT`].
+pub fn trip_count(module: &Module, comp: CompId, id: InstrId) -> (u64, TripSource) {
+    let Some(c) = module.computations.get_index(comp).map(|(_, c)| c) else {
+        return (DEFAULT_TRIP_COUNT, TripSource::Default);
+    };
+    let ins = c.instr(id);
+    if let Some(bc) = ins.attrs.backend_config.as_deref() {
+        let text = bc.trim();
+        let text = if text.starts_with('"') {
+            serde_json::from_str::<String>(text).unwrap_or_default()
+        } else {
+            text.to_string()
+        };
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            let n = v.get("known_trip_count").and_then(|k| k.get("n"));
+            let n = n.and_then(|n| match n {
+                serde_json::Value::String(s) => parse_i64(s),
+                serde_json::Value::Number(x) => x.as_i64(),
+                _ => None,
+            });
+            if let Some(n) = n.filter(|&n| n >= 0) {
+                return (n as u64, TripSource::BackendConfig);
+            }
+        }
+    }
+    induction_trips(module, c, id)
+        .map(|n| (n, TripSource::Induction))
+        .unwrap_or((DEFAULT_TRIP_COUNT, TripSource::Default))
+}
+
+fn induction_trips(module: &Module, c: &crate::ir::Computation, id: InstrId) -> Option<u64> {
+    let ins = c.instr(id);
+    let comp_of = |id| module.computations.get_index(id).map(|(_, c)| c);
+    let cond = comp_of(ins.attrs.called_with(CallRole::Condition)?)?;
+    let body = comp_of(ins.attrs.called_with(CallRole::Body)?)?;
+    let root = cond.instr(cond.root);
+    if root.opcode != Opcode::Compare {
+        return None;
+    }
+    let (a, b) = (cond.operand(cond.root, 0)?, cond.operand(cond.root, 1)?);
+    let mut dir = root.attrs.comparison?;
+    let (idx, limit) = match (gte_of_param(cond, a), const_int(cond, b)) {
+        (Some(i), Some(l)) => (i, l),
+        _ => {
+            let (i, l) = (gte_of_param(cond, b)?, const_int(cond, a)?);
+            dir = match dir {
+                Comparison::Lt => Comparison::Gt,
+                Comparison::Le => Comparison::Ge,
+                Comparison::Gt => Comparison::Lt,
+                Comparison::Ge => Comparison::Le,
+                d => d,
+            };
+            (i, l)
+        }
+    };
+    // body: root tuple element idx = add(gte(param, idx), constant step)
+    let broot = body.instr(body.root);
+    if broot.opcode != Opcode::Tuple {
+        return None;
+    }
+    let upd = body.operand(body.root, usize::try_from(idx).ok()?)?;
+    let ui = body.instr(upd);
+    let (x, y) = (body.operand(upd, 0)?, body.operand(upd, 1)?);
+    let step = match (gte_of_param(body, x), gte_of_param(body, y)) {
+        (Some(i), _) if i == idx => const_int(body, y)?,
+        (_, Some(i)) if i == idx => const_int(body, x)?,
+        _ => return None,
+    };
+    let step = match ui.opcode {
+        Opcode::Add => step,
+        Opcode::Subtract if gte_of_param(body, x) == Some(idx) => -step,
+        _ => return None,
+    };
+    // init: the while operand's tuple element, when it is a constant
+    let init = c
+        .operand(id, 0)
+        .filter(|&t| c.instr(t).opcode == Opcode::Tuple)
+        .and_then(|t| c.operand(t, usize::try_from(idx).ok()?))
+        .and_then(|e| const_int(c, e))
+        .unwrap_or(0);
+    let span = limit as i128 - init as i128;
+    let s = step as i128;
+    let n: i128 = match dir {
+        Comparison::Lt if s > 0 => (span + s - 1).div_euclid(s),
+        Comparison::Le if s > 0 => span.div_euclid(s) + 1,
+        Comparison::Gt if s < 0 => (-span + (-s) - 1).div_euclid(-s),
+        Comparison::Ge if s < 0 => (-span).div_euclid(-s) + 1,
+        Comparison::Ne if s != 0 && span % s == 0 && span / s >= 0 => span / s,
+        _ => return None,
+    };
+    u64::try_from(n.max(0)).ok()
+}
+
+fn structural_key(d: &KernelDesc) -> String {
+    let mut k = d.clone();
+    k.name.clear();
+    serde_json::to_string(&k).unwrap_or_default()
+}
+
+fn kind_name(k: &KernelKind) -> &'static str {
+    match k {
+        KernelKind::Mxu(_) => "Mxu",
+        KernelKind::Elementwise => "Elementwise",
+        KernelKind::Reduction => "Reduction",
+        KernelKind::CopyTranspose => "CopyTranspose",
+        KernelKind::Other => "Other",
+    }
+}
+
+impl LoweredProgram {
+    /// Lowers every kernel reachable from the entry computation (through
+    /// `while`, `conditional`, `call` and async wrappers) once.
+    pub fn new(module: &Module) -> Result<Self, ProgramError> {
+        let mut w = Walker {
+            module,
+            kernels: Vec::new(),
+            cache: HashMap::new(),
+            active: Vec::new(),
+            loops: Vec::new(),
+        };
+        let nodes = w.walk(module.entry)?;
+        let mut kernels = w.kernels;
+        let mut classes = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, k) in kernels.iter_mut().enumerate() {
+            let key = structural_key(&k.lowered.desc);
+            let mut side = String::new();
+            for t in &k.lowered.side_outputs {
+                side.push_str(&format!("{:?}/{};", t.dims, t.elem_bits));
+            }
+            let key = key + &side;
+            let class = *seen.entry(key).or_insert_with(|| {
+                classes.push(i);
+                classes.len() - 1
+            });
+            k.class = class;
+        }
+        let mut by_name = HashMap::new();
+        for (i, k) in kernels.iter().enumerate() {
+            by_name
+                .entry(k.lowered.desc.name.clone())
+                .or_insert_with(Vec::new)
+                .push(i);
+        }
+        Ok(Self {
+            kernels,
+            classes,
+            nodes,
+            by_name,
+            loops: w.loops,
+        })
+    }
+
+    /// Number of structurally distinct kernels (evaluated once per call).
+    pub fn distinct_kernels(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// Index of the kernel named `name`.
+    pub fn kernel_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).and_then(|v| v.first()).copied()
+    }
+
+    fn eval_one(
+        &self,
+        k: &ProgramKernel,
+        target: &TpuTarget,
+        cfg: Option<&TileConfig>,
+    ) -> Result<Eval, ProgramError> {
+        let desc = &k.lowered.desc;
+        let default = TileConfig::default();
+        let res = estimate(desc, cfg.unwrap_or(&default), target);
+        let est = match res {
+            Ok(e) => e,
+            Err(ModelError::Infeasible { .. }) if cfg.is_none() => {
+                return Ok(roofline(k, target));
+            }
+            Err(source) => {
+                return Err(ProgramError::Tile {
+                    kernel: desc.name.clone(),
+                    source,
+                })
+            }
+        };
+        let (side_ns, side_bytes) = side_write(k, target, est.steps.max(1) as f64);
+        // side writes hide behind compute slack, else add to the time
+        let slack = (est.compute_ns - est.hbm_ns).max(0.0);
+        let extra = (side_ns - slack).max(0.0);
+        Ok(Eval {
+            est: Some(est),
+            total_ns: est.total_ns + extra,
+            side_ns: extra,
+            bytes: est.hbm_bytes + side_bytes,
+            hbm_ns: est.hbm_ns + side_ns,
+        })
+    }
+
+    /// Evaluates every distinct kernel on `target` with its default tile.
+    /// The result answers [`PreparedProgram::total_ns`] /
+    /// [`PreparedProgram::estimate`] for any tile overrides by re-evaluating
+    /// only the overridden kernels — the fast path for dataset generation,
+    /// where one target is used with many configurations.
+    pub fn prepare<'a>(
+        &'a self,
+        target: &'a TpuTarget,
+    ) -> Result<PreparedProgram<'a>, ProgramError> {
+        let mut class_evals = Vec::with_capacity(self.classes.len());
+        for &rep in &self.classes {
+            let k = &self.kernels[rep];
+            class_evals.push(self.eval_one(k, target, None)?);
+        }
+        Ok(PreparedProgram {
+            program: self,
+            target,
+            class_evals,
+        })
+    }
+
+    /// Total time in ns only (no per-kernel rows).
+    pub fn total_ns(&self, target: &TpuTarget, tiles: &TileOverrides) -> Result<f64, ProgramError> {
+        self.prepare(target)?.total_ns(tiles)
+    }
+
+    /// Full estimate with one row per kernel.
+    pub fn estimate(
+        &self,
+        target: &TpuTarget,
+        tiles: &TileOverrides,
+    ) -> Result<ProgramEstimate, ProgramError> {
+        self.prepare(target)?.estimate(tiles)
+    }
+}
+
+/// A [`LoweredProgram`] with every distinct kernel evaluated once on one
+/// target under its default tile (see [`LoweredProgram::prepare`]).
+#[derive(Debug, Clone)]
+pub struct PreparedProgram<'a> {
+    program: &'a LoweredProgram,
+    target: &'a TpuTarget,
+    class_evals: Vec<Eval>,
+}
+
+impl PreparedProgram<'_> {
+    /// Evaluations of the overridden kernels, by kernel index.
+    fn overrides(&self, tiles: &TileOverrides) -> Result<Vec<(usize, Eval)>, ProgramError> {
+        let p = self.program;
+        let mut own = Vec::with_capacity(tiles.len());
+        // sorted, so that the first error reported does not depend on hashing
+        let mut named: Vec<(&String, &TileConfig)> = tiles.iter().collect();
+        named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (name, cfg) in named {
+            let Some(idx) = p.by_name.get(name) else {
+                return Err(ProgramError::UnknownKernel(name.clone()));
+            };
+            for &i in idx {
+                if let Some(k) = p.kernels.get(i) {
+                    own.push((i, p.eval_one(k, self.target, Some(cfg))?));
+                }
+            }
+        }
+        own.sort_unstable_by_key(|x| x.0);
+        Ok(own)
+    }
+
+    fn eval_of<'e>(&'e self, own: &'e [(usize, Eval)], i: usize) -> Option<&'e Eval> {
+        if !own.is_empty() {
+            if let Ok(j) = own.binary_search_by_key(&i, |x| x.0) {
+                return own.get(j).map(|x| &x.1);
+            }
+        }
+        let class = self.program.kernels.get(i)?.class;
+        self.class_evals.get(class)
+    }
+
+    /// Total time in ns only (no per-kernel rows).
+    pub fn total_ns(&self, tiles: &TileOverrides) -> Result<f64, ProgramError> {
+        let own = self.overrides(tiles)?;
+        let at = |i: usize| self.eval_of(&own, i).map(|e| e.total_ns).unwrap_or(0.0);
+        Ok(fold(&self.program.nodes, &at, 1.0, &mut None))
+    }
+
+    /// Full estimate with one row per kernel.
+    pub fn estimate(&self, tiles: &TileOverrides) -> Result<ProgramEstimate, ProgramError> {
+        let p = self.program;
+        let target = self.target;
+        let own = self.overrides(tiles)?;
+        let at = |i: usize| self.eval_of(&own, i).map(|e| e.total_ns).unwrap_or(0.0);
+        let mut mult = vec![0.0; p.kernels.len()];
+        let total_ns = fold(&p.nodes, &at, 1.0, &mut Some(&mut mult));
+        let mut warnings = Vec::new();
+        for (name, n, src) in &p.loops {
+            if *src == TripSource::Default {
+                warnings.push(format!(
+                    "while `{name}`: trip count unknown, assumed {n} (DEFAULT_TRIP_COUNT)"
+                ));
+            }
+        }
+        let mut rows = Vec::with_capacity(p.kernels.len());
+        for (i, (k, &m)) in p.kernels.iter().zip(&mult).enumerate() {
+            let Some(e) = self.eval_of(&own, i) else {
+                continue;
+            };
+            let d = &k.lowered.desc;
+            if e.est.is_none() {
+                warnings.push(format!(
+                    "kernel `{}`: default tile does not fit VMEM, untiled roofline used",
+                    d.name
+                ));
+            }
+            let (tile, mxu_ns, vpu_ns, xlu_ns, overhead_ns, bottleneck) = match &e.est {
+                Some(est) => (
+                    TileConfig::from_sizes(d, &est.tile[..est.n_iter.min(est.tile.len())]),
+                    est.mxu_ns,
+                    est.vpu_ns,
+                    est.xlu_ns,
+                    est.overhead_ns,
+                    if e.side_ns > 0.0 && e.hbm_ns > est.compute_ns.max(est.overhead_ns) {
+                        Bottleneck::Hbm
+                    } else {
+                        est.bottleneck
+                    },
+                ),
+                None => (
+                    TileConfig::default(),
+                    0.0,
+                    0.0,
+                    0.0,
+                    target.kernel_launch_overhead_ns,
+                    Bottleneck::Hbm,
+                ),
+            };
+            rows.push(KernelRow {
+                name: d.name.clone(),
+                computation: k.computation.clone(),
+                kind: kind_name(&d.kind),
+                hero: k.lowered.hero.name(),
+                tile,
+                flops: d.flops,
+                bytes: e.bytes,
+                mxu_ns,
+                vpu_ns,
+                xlu_ns,
+                hbm_ns: e.hbm_ns,
+                overhead_ns,
+                side_output_ns: e.side_ns,
+                total_ns: e.total_ns,
+                bottleneck,
+                multiplier: m,
+                untiled: e.est.is_none(),
+            });
+        }
+        Ok(ProgramEstimate {
+            total_ns,
+            kernels: rows,
+            warnings,
+        })
+    }
+}
+
+/// Side-output write time (ns, not yet overlapped) and padded bytes.
+fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
+    let mut ns = 0.0;
+    let mut bytes = 0.0;
+    let bw = target.core_hbm_bandwidth();
+    for t in &k.lowered.side_outputs {
+        let b = t.padded_bytes(target);
+        let eff = target.hbm_efficiency_at(b / steps).max(1e-6);
+        ns += b / (bw * eff) * 1e9;
+        bytes += b;
+    }
+    (ns, bytes)
+}
+
+/// Untiled roofline for kernels whose default tile cannot fit VMEM (e.g. an
+/// input dim that must be read whole): max(MXU-peak time, one pass over
+/// every operand at the large-transfer bandwidth) + launch.
+fn roofline(k: &ProgramKernel, target: &TpuTarget) -> Eval {
+    let d = &k.lowered.desc;
+    let mut bytes = d.output.padded_bytes(target);
+    for i in &d.inputs {
+        bytes += i.tensor.padded_bytes(target);
+    }
+    for t in &k.lowered.side_outputs {
+        bytes += t.padded_bytes(target);
+    }
+    let bw = target.core_hbm_bandwidth() * target.hbm_efficiency_at(bytes).max(1e-6);
+    let hbm_ns = bytes / bw * 1e9;
+    let compute_ns = d.flops / target.core_peak_bf16() * 1e9;
+    let dispatch = if target.include_host_dispatch {
+        target.host_dispatch_overhead_ns
+    } else {
+        0.0
+    };
+    Eval {
+        est: None,
+        total_ns: hbm_ns.max(compute_ns) + target.kernel_launch_overhead_ns + dispatch,
+        side_ns: 0.0,
+        bytes,
+        hbm_ns,
+    }
+}
+
+/// Σ over the node tree (`at(i)` = time of kernel `i`); records per-kernel
+/// multipliers when asked.
+fn fold(
+    nodes: &[Node],
+    at: &dyn Fn(usize) -> f64,
+    mult: f64,
+    rec: &mut Option<&mut Vec<f64>>,
+) -> f64 {
+    let mut total = 0.0;
+    for n in nodes {
+        match n {
+            Node::Kernel(i) => {
+                total += at(*i);
+                if let Some(m) = rec.as_deref_mut() {
+                    if let Some(slot) = m.get_mut(*i) {
+                        *slot += mult;
+                    }
+                }
+            }
+            Node::Loop { trips, body, cond } => {
+                let b = fold(body, at, mult * trips, rec);
+                let c = fold(cond, at, mult * (trips + 1.0), rec);
+                total += trips * b + (trips + 1.0) * c;
+            }
+            Node::Cond { branches } => {
+                let mut best: Option<(usize, f64)> = None;
+                for (bi, b) in branches.iter().enumerate() {
+                    let t = fold(b, at, 0.0, &mut None);
+                    if best.is_none_or(|(_, bt)| t > bt) {
+                        best = Some((bi, t));
+                    }
+                }
+                if let Some((bi, t)) = best {
+                    total += t;
+                    if rec.is_some() {
+                        if let Some(b) = branches.get(bi) {
+                            fold(b, at, mult, rec);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    total
+}
+
+/// Estimates `module` on `target` with `tiles` overriding the default tile of
+/// the named kernels (see [`LoweredProgram`] to lower once and estimate many
+/// times).
+pub fn estimate_program(
+    module: &Module,
+    target: &TpuTarget,
+    tiles: &TileOverrides,
+) -> Result<ProgramEstimate, ProgramError> {
+    LoweredProgram::new(module)?.estimate(target, tiles)
+}
+
+/// The teaching view of one kernel: its HLO (the instruction, and the fused
+/// computation for a fusion), how it was lowered, and the model's full
+/// derivation ([`explain`]) under `tile` (empty = default).
+pub fn explain_kernel(
+    module: &Module,
+    target: &TpuTarget,
+    kernel_name: &str,
+    tile: &TileConfig,
+) -> Result<String, ProgramError> {
+    // fused computation → the fusion that calls it
+    let mut fused_by: HashMap<CompId, &str> = HashMap::new();
+    for c in module.computations.values() {
+        for &id in &c.order {
+            let ins = c.instr(id);
+            if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
+                for &(_, callee) in &ins.attrs.called {
+                    fused_by.entry(callee).or_insert(ins.name.as_str());
+                }
+            }
+        }
+    }
+    for (ci, c) in module.computations.values().enumerate() {
+        let Some(id) = c.find(kernel_name) else {
+            continue;
+        };
+        if let Some(f) = fused_by.get(&ci) {
+            return Err(ProgramError::InsideFusion {
+                name: kernel_name.to_string(),
+                fusion: (*f).to_string(),
+            });
+        }
+        let Some(k) = lower_kernel_full(module, ci, id)? else {
+            return Err(ProgramError::NotAKernel(kernel_name.to_string()));
+        };
+        let mut s = String::new();
+        s.push_str("HLO:\n  ");
+        print_instruction(&mut s, module, c, id);
+        s.push('\n');
+        let ins = c.instr(id);
+        if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
+            if let Some(fc) = ins
+                .attrs
+                .called_with(CallRole::Calls)
+                .and_then(|f| module.computations.get_index(f))
+            {
+                print_computation(&mut s, module, fc.1, false);
+            }
+        }
+        s.push('\n');
+        s.push_str(&describe(&k));
+        s.push('\n');
+        s.push_str(&explain(&k.desc, tile, target));
+        if !k.side_outputs.is_empty() {
+            let pk = ProgramKernel {
+                lowered: k.clone(),
+                computation: c.name.clone(),
+                class: 0,
+            };
+            let steps = estimate(&k.desc, tile, target)
+                .map(|e| e.steps.max(1) as f64)
+                .unwrap_or(1.0);
+            let (ns, b) = side_write(&pk, target, steps);
+            s.push_str(&format!(
+                "\n7. Side outputs: {b:.0} B padded written besides the main output, {ns:.1} ns of DMA; \
+                 the program model adds max(0, side − max(0, compute − DMA)) to the total.\n"
+            ));
+        }
+        return Ok(s);
+    }
+    Err(ProgramError::UnknownKernel(kernel_name.to_string()))
+}

@@ -1,0 +1,681 @@
+//! The compilation configuration: per-node layouts, fusion policy and overrides, per-kernel
+//! tile sizes — the configuration space TpuGraphs explores — with JSON/TOML loading and
+//! validation against a module.
+
+use serde::{Deserialize, Serialize};
+use petgraph::visit::NodeIndexable;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use super::error::CompileError;
+use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
+
+/// Opcodes whose layouts a configuration may set.
+///
+/// TpuGraphs' layout collections only expose `convolution`, `dot` and `reshape` nodes
+/// (`node_config_ids` of the released files and of the sample proto hold nothing else),
+/// which is what XLA's TPU layout autotuner tunes: the operands of the MXU ops and the
+/// reshapes whose layout decides whether they are free bitcasts or physical relayouts.
+/// Every other op's layout follows from these by propagation (elementwise ops, slices,
+/// concatenates, pads... must equal their operands'; transposes are made bitcasts;
+/// reduces drop the reduced dims), so exposing them would only add redundant knobs.
+pub const CONFIGURABLE_OPCODES: &[Opcode] = &[Opcode::Convolution, Opcode::Dot, Opcode::Reshape];
+
+/// True if a layout configuration may target this opcode.
+pub fn is_configurable(op: Opcode) -> bool {
+    CONFIGURABLE_OPCODES.contains(&op)
+}
+
+/// A node, by instruction name or by TpuGraphs node index (the position in the
+/// concatenation of all computations' instructions, computations in module order,
+/// instructions in program order).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NodeRef {
+    Index(usize),
+    Name(String),
+}
+
+impl std::fmt::Display for NodeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeRef::Index(i) => write!(f, "#{i}"),
+            NodeRef::Name(n) => write!(f, "'{n}'"),
+        }
+    }
+}
+
+/// Layout of one configurable node: up to three `minor_to_major` lists. Empty (or all
+/// `-1`, TpuGraphs' padding) = compiler's choice. Trailing `-1` entries are ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayoutEntry {
+    pub node: NodeRef,
+    /// Output tensor layout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<i64>,
+    /// Operand 0 layout (the activation input).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input: Vec<i64>,
+    /// Operand 1 layout (convolution kernel / dot right-hand side).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<i64>,
+}
+
+impl LayoutEntry {
+    /// From one TpuGraphs `node_config_feat[j, k]` row (18 floats: output, input, kernel,
+    /// six dims each, `-1` padded).
+    pub fn from_tpugraphs_row(node: usize, row: &[f32]) -> Self {
+        let part = |k: usize| -> Vec<i64> {
+            row.iter()
+                .skip(6 * k)
+                .take(6)
+                .map(|&x| x as i64)
+                .take_while(|&x| x >= 0)
+                .collect()
+        };
+        LayoutEntry {
+            node: NodeRef::Index(node),
+            output: part(0),
+            input: part(1),
+            kernel: part(2),
+        }
+    }
+
+    /// The 18-float TpuGraphs feature row of this entry.
+    pub fn to_tpugraphs_row(&self) -> [f32; 18] {
+        let mut row = [-1f32; 18];
+        for (k, l) in [&self.output, &self.input, &self.kernel].into_iter().enumerate() {
+            for (i, &d) in l.iter().take(6).enumerate() {
+                row[6 * k + i] = d as f32;
+            }
+        }
+        row
+    }
+}
+
+/// Fusion policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FusionPolicy {
+    /// XLA-like TPU fusion (docs/passes.md).
+    #[default]
+    Xla,
+    /// No fusion: every non-trivial instruction is its own kernel.
+    None,
+    /// Also duplicates expensive elementwise producers, fuses reductions into
+    /// consumers that re-read them, and allows up to 8 reductions per loop fusion.
+    Aggressive,
+}
+
+/// Force or forbid fusing `producer` into `consumer` (instruction names of the input
+/// module; the producer must be an operand of the consumer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FusionOverride {
+    pub producer: NodeRef,
+    pub consumer: NodeRef,
+    /// `true` = fuse whenever structurally possible, `false` = never fuse this edge.
+    pub fuse: bool,
+}
+
+/// Fusion part of the configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FusionConfig {
+    pub policy: FusionPolicy,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<FusionOverride>,
+}
+
+/// A kernel, by name (fusion instruction name, or the instruction name of an unfused
+/// kernel) or by its index in [`super::CompiledModule::kernels`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KernelRef {
+    Index(usize),
+    Name(String),
+}
+
+impl std::fmt::Display for KernelRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelRef::Index(i) => write!(f, "#{i}"),
+            KernelRef::Name(n) => write!(f, "'{n}'"),
+        }
+    }
+}
+
+/// TpuGraphs `TileSizeConfig` bounds. Each list is in the tensor's physical order
+/// (major → minor); empty = the compiler's default tile (chosen by the cost model).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TileBounds {
+    /// Output tile extents (output 0 of the kernel).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_bounds: Vec<i64>,
+    /// Convolution-kernel / dot-RHS tile extents (operand 1 of the hero).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kernel_bounds: Vec<i64>,
+    /// Input tile extents (operand 0 of the hero).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub input_bounds: Vec<i64>,
+}
+
+impl TileBounds {
+    /// True when all three lists are empty (compiler default).
+    pub fn is_default(&self) -> bool {
+        self.output_bounds.is_empty() && self.kernel_bounds.is_empty() && self.input_bounds.is_empty()
+    }
+}
+
+/// Tile entry for one kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TileEntry {
+    pub kernel: KernelRef,
+    #[serde(flatten)]
+    pub bounds: TileBounds,
+}
+
+/// A compilation configuration. The default (all empty, policy `xla`) is what the
+/// compiler picks by itself.
+///
+/// TOML example:
+/// ```toml
+/// [fusion]
+/// policy = "xla"
+/// overrides = [{ producer = "add.3", consumer = "multiply.4", fuse = false }]
+///
+/// [[layout]]
+/// node = "convolution.7"        # or a TpuGraphs node index: node = 812
+/// output = [3, 0, 2, 1]
+/// input = [0, 3, 2, 1]
+/// kernel = []                   # compiler's choice
+///
+/// [[tile]]
+/// kernel = "fusion.12"          # or a kernel index: kernel = 5
+/// output_bounds = [1, 8, 8, 128]
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompilationConfig {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout: Vec<LayoutEntry>,
+    pub fusion: FusionConfig,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tile: Vec<TileEntry>,
+}
+
+impl CompilationConfig {
+    /// Parse JSON text.
+    pub fn from_json_str(text: &str) -> Result<Self, CompileError> {
+        serde_json::from_str(text).map_err(|e| CompileError::ConfigSyntax {
+            source_name: "(json)".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Parse TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, CompileError> {
+        toml::from_str(text).map_err(|e| CompileError::ConfigSyntax {
+            source_name: "(toml)".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Read a `.json` or `.toml` file (other extensions: JSON if it starts with `{`).
+    pub fn from_path(path: &Path) -> Result<Self, CompileError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| CompileError::ConfigSyntax {
+            source_name: name.clone(),
+            message: e.to_string(),
+        })?;
+        let is_toml = match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => true,
+            Some("json") => false,
+            _ => !text.trim_start().starts_with('{'),
+        };
+        let r = if is_toml {
+            Self::from_toml_str(&text)
+        } else {
+            Self::from_json_str(&text)
+        };
+        r.map_err(|e| match e {
+            CompileError::ConfigSyntax { message, .. } => CompileError::ConfigSyntax {
+                source_name: name,
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Pretty JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// TOML text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
+    /// A random layout configuration (the TpuGraphs `layout:*:random` search): every
+    /// configurable node gets, for each of its tensors, with probability 1/2 a uniformly
+    /// random permutation, else "compiler's choice". Deterministic in `seed`.
+    pub fn random_layouts(module: &Module, seed: u64) -> Self {
+        let mut rng = SplitMix64(seed);
+        let mut layout = Vec::new();
+        for (c, id, idx) in configurable_nodes(module) {
+            let comp = module.comp(c);
+            let ins = comp.instr(id);
+            let perm = |rank: usize, rng: &mut SplitMix64| -> Vec<i64> {
+                if rng.next() & 1 == 0 {
+                    return Vec::new();
+                }
+                let mut v: Vec<i64> = (0..rank as i64).collect();
+                for i in (1..v.len()).rev() {
+                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    v.swap(i, j);
+                }
+                v
+            };
+            let rank_of = |slot: usize| {
+                comp.operand(id, slot)
+                    .map(|o| comp.instr(o).shape.rank())
+                    .unwrap_or(0)
+            };
+            let output = perm(ins.shape.rank(), &mut rng);
+            let input = perm(rank_of(0), &mut rng);
+            let kernel = if ins.opcode == Opcode::Reshape {
+                Vec::new()
+            } else {
+                perm(rank_of(1), &mut rng)
+            };
+            if output.is_empty() && input.is_empty() && kernel.is_empty() {
+                continue;
+            }
+            layout.push(LayoutEntry {
+                node: NodeRef::Index(idx),
+                output,
+                input,
+                kernel,
+            });
+        }
+        CompilationConfig {
+            layout,
+            ..Default::default()
+        }
+    }
+}
+
+/// A tiny deterministic generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    /// Next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// TpuGraphs node numbering of a module: computations in module order, instructions
+/// in program order, concatenated.
+#[derive(Debug, Clone)]
+pub struct NodeTable {
+    /// `(computation, instruction)` of node `i`.
+    pub nodes: Vec<(CompId, InstrId)>,
+    /// First node index of each computation.
+    pub offsets: Vec<usize>,
+    /// Per computation: graph node index → position in `order` (u32::MAX if absent).
+    pos: Vec<Vec<u32>>,
+}
+
+impl NodeTable {
+    /// Number the nodes of a module.
+    pub fn new(m: &Module) -> Self {
+        let mut nodes = Vec::with_capacity(m.instruction_count());
+        let mut offsets = Vec::with_capacity(m.computations.len());
+        let mut pos = Vec::with_capacity(m.computations.len());
+        for (ci, c) in m.computations.values().enumerate() {
+            offsets.push(nodes.len());
+            let mut p = vec![u32::MAX; c.graph.node_bound()];
+            for (k, &id) in c.order.iter().enumerate() {
+                if let Some(slot) = p.get_mut(id.index()) {
+                    *slot = k as u32;
+                }
+                nodes.push((ci, id));
+            }
+            pos.push(p);
+        }
+        NodeTable {
+            nodes,
+            offsets,
+            pos,
+        }
+    }
+
+    /// Node index of an instruction.
+    pub fn index_of(&self, comp: CompId, id: InstrId) -> Option<usize> {
+        let p = *self.pos.get(comp)?.get(id.index())?;
+        if p == u32::MAX {
+            return None;
+        }
+        Some(self.offsets.get(comp)? + p as usize)
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True for a module without instructions.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+/// Configurable nodes of a module (see [`CONFIGURABLE_OPCODES`]) as
+/// `(computation, instruction, TpuGraphs node index)`, in node-index order.
+pub fn configurable_nodes(m: &Module) -> Vec<(CompId, InstrId, usize)> {
+    let mut out = Vec::new();
+    let mut idx = 0usize;
+    for (ci, c) in m.computations.values().enumerate() {
+        for &id in &c.order {
+            let ins = c.instr(id);
+            if is_configurable(ins.opcode) && ins.shape.as_array().is_some() {
+                out.push((ci, id, idx));
+            }
+            idx += 1;
+        }
+    }
+    out
+}
+
+/// A layout entry checked against the module: `None` = compiler's choice.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeLayout {
+    pub output: Option<Dims>,
+    pub input: Option<Dims>,
+    pub kernel: Option<Dims>,
+}
+
+/// A configuration resolved against a module (node references turned into node indices).
+#[derive(Debug, Clone, Default)]
+pub struct ResolvedConfig {
+    /// Layouts by TpuGraphs node index.
+    pub layouts: HashMap<usize, NodeLayout>,
+    pub policy: FusionPolicy,
+    /// `(producer, consumer)` node indices that must not be fused.
+    pub no_fuse: HashSet<(usize, usize)>,
+    /// `(producer, consumer)` node indices to fuse whenever possible.
+    pub force_fuse: HashSet<(usize, usize)>,
+}
+
+/// Name lookup over a module, built on demand.
+struct Names<'a> {
+    map: HashMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Names<'a> {
+    fn new(m: &'a Module, t: &NodeTable) -> Self {
+        let mut map: HashMap<&str, Vec<usize>> = HashMap::with_capacity(t.len());
+        for (i, &(c, id)) in t.nodes.iter().enumerate() {
+            map.entry(m.comp(c).instr(id).name.as_str())
+                .or_default()
+                .push(i);
+        }
+        Names { map }
+    }
+}
+
+fn node_name(m: &Module, t: &NodeTable, i: usize) -> String {
+    match t.nodes.get(i) {
+        Some(&(c, id)) => format!("'{}' (#{i})", m.comp(c).instr(id).name),
+        None => format!("#{i}"),
+    }
+}
+
+/// Resolve a node reference to a node index.
+fn resolve_node(
+    m: &Module,
+    t: &NodeTable,
+    names: &mut Option<Names<'_>>,
+    r: &NodeRef,
+    context: &str,
+) -> Result<usize, CompileError> {
+    match r {
+        NodeRef::Index(i) => {
+            if *i < t.len() {
+                Ok(*i)
+            } else {
+                Err(CompileError::NodeIndexOutOfRange {
+                    context: context.to_string(),
+                    index: *i,
+                    count: t.len(),
+                    module: m.name.clone(),
+                })
+            }
+        }
+        NodeRef::Name(n) => {
+            // Accept `%name` as well.
+            let key = n.strip_prefix('%').unwrap_or(n);
+            let names = names.as_ref().ok_or_else(|| CompileError::BadModule {
+                module: m.name.clone(),
+                message: "internal: name table missing".into(),
+            })?;
+            match names.map.get(key).map(|v| v.as_slice()) {
+                Some([one]) => Ok(*one),
+                Some(many) if !many.is_empty() => {
+                    let comps: Vec<String> = many
+                        .iter()
+                        .filter_map(|&i| t.nodes.get(i))
+                        .map(|&(c, _)| m.comp(c).name.clone())
+                        .collect();
+                    Err(CompileError::AmbiguousNode {
+                        context: context.to_string(),
+                        name: key.to_string(),
+                        computations: comps.join(", "),
+                    })
+                }
+                _ => Err(CompileError::UnknownNode {
+                    context: context.to_string(),
+                    name: key.to_string(),
+                    module: m.name.clone(),
+                }),
+            }
+        }
+    }
+}
+
+/// Check one `minor_to_major` list: trailing -1 removed, must be a permutation of 0..rank.
+fn check_perm(
+    node: &str,
+    tensor: &'static str,
+    raw: &[i64],
+    rank: Option<usize>,
+    why_missing: &str,
+) -> Result<Option<Dims>, CompileError> {
+    let mut v: Vec<i64> = raw.to_vec();
+    while v.last() == Some(&-1) {
+        v.pop();
+    }
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let Some(rank) = rank else {
+        return Err(CompileError::NoSuchTensor {
+            node: node.to_string(),
+            tensor,
+            reason: why_missing.to_string(),
+        });
+    };
+    let bad = |reason: String| CompileError::BadLayout {
+        node: node.to_string(),
+        tensor,
+        layout: raw.to_vec(),
+        rank,
+        reason,
+    };
+    if v.len() != rank {
+        return Err(bad(format!("{} entries for a rank-{rank} tensor", v.len())));
+    }
+    let mut seen = vec![false; rank];
+    for &d in &v {
+        let Some(s) = usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) else {
+            return Err(bad(format!("dimension {d} does not exist")));
+        };
+        if *s {
+            return Err(bad(format!("dimension {d} repeated")));
+        }
+        *s = true;
+    }
+    Ok(Some(v.into_iter().collect()))
+}
+
+/// Resolve and validate the layout and fusion parts of a config against a module.
+/// (Tile entries are checked after fusion, against the kernels.)
+pub fn resolve(
+    m: &Module,
+    t: &NodeTable,
+    cfg: &CompilationConfig,
+) -> Result<ResolvedConfig, CompileError> {
+    let needs_names = cfg
+        .layout
+        .iter()
+        .any(|e| matches!(e.node, NodeRef::Name(_)))
+        || cfg
+            .fusion
+            .overrides
+            .iter()
+            .any(|o| matches!(o.producer, NodeRef::Name(_)) || matches!(o.consumer, NodeRef::Name(_)));
+    let mut names = if needs_names {
+        Some(Names::new(m, t))
+    } else {
+        None
+    };
+    let mut out = ResolvedConfig {
+        policy: cfg.fusion.policy,
+        ..Default::default()
+    };
+    let allowed = CONFIGURABLE_OPCODES
+        .iter()
+        .map(|o| o.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    for e in &cfg.layout {
+        let i = resolve_node(m, t, &mut names, &e.node, &format!("layout config for node {}", e.node))?;
+        let (c, id) = t.nodes[i];
+        let comp = m.comp(c);
+        let ins = comp.instr(id);
+        let label = node_name(m, t, i);
+        if !is_configurable(ins.opcode) || ins.shape.as_array().is_none() {
+            return Err(CompileError::NotConfigurable {
+                node: label,
+                opcode: ins.opcode_text(),
+                allowed,
+            });
+        }
+        let operand_rank = |slot: usize| {
+            comp.operand(id, slot)
+                .and_then(|o| comp.instr(o).shape.as_array().map(|a| a.rank()))
+        };
+        let kernel_rank = if ins.opcode == Opcode::Reshape {
+            None
+        } else {
+            operand_rank(1)
+        };
+        let nl = NodeLayout {
+            output: check_perm(&label, "output", &e.output, Some(ins.shape.rank()), "")?,
+            input: check_perm(&label, "input", &e.input, operand_rank(0), "operand 0 is not an array")?,
+            kernel: check_perm(
+                &label,
+                "kernel",
+                &e.kernel,
+                kernel_rank,
+                "only convolution and dot have a kernel (operand 1) tensor",
+            )?,
+        };
+        if out.layouts.insert(i, nl).is_some() {
+            return Err(CompileError::DuplicateLayout { node: label });
+        }
+    }
+    for o in &cfg.fusion.overrides {
+        let ctx = format!("fusion override {} -> {}", o.producer, o.consumer);
+        let p = resolve_node(m, t, &mut names, &o.producer, &ctx)?;
+        let c = resolve_node(m, t, &mut names, &o.consumer, &ctx)?;
+        if o.fuse {
+            out.no_fuse.remove(&(p, c));
+            out.force_fuse.insert((p, c));
+        } else {
+            out.force_fuse.remove(&(p, c));
+            out.no_fuse.insert((p, c));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_toml_agree() {
+        let toml = r#"
+[fusion]
+policy = "aggressive"
+overrides = [{ producer = "a", consumer = 7, fuse = false }]
+
+[[layout]]
+node = "conv"
+output = [3, 0, 2, 1]
+kernel = [3, 2, -1, -1]
+
+[[tile]]
+kernel = 4
+output_bounds = [1, 8]
+"#;
+        let a = CompilationConfig::from_toml_str(toml).unwrap();
+        let b = CompilationConfig::from_json_str(&a.to_json()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.fusion.policy, FusionPolicy::Aggressive);
+        assert_eq!(a.layout[0].node, NodeRef::Name("conv".into()));
+        assert_eq!(a.layout[0].output, vec![3, 0, 2, 1]);
+        assert_eq!(a.fusion.overrides[0].consumer, NodeRef::Index(7));
+        assert_eq!(a.tile[0].kernel, KernelRef::Index(4));
+        assert_eq!(a.tile[0].bounds.output_bounds, vec![1, 8]);
+        let c = CompilationConfig::from_toml_str(&a.to_toml()).unwrap();
+        assert_eq!(a, c);
+        assert!(CompilationConfig::from_json_str("{\"layouts\": []}").is_err());
+    }
+
+    #[test]
+    fn tpugraphs_rows_round_trip() {
+        let row = [
+            2., 1., 0., -1., -1., -1., 3., 2., 1., 0., -1., -1., -1., -1., -1., -1., -1., -1.,
+        ];
+        let e = LayoutEntry::from_tpugraphs_row(9, &row);
+        assert_eq!(e.output, vec![2, 1, 0]);
+        assert_eq!(e.input, vec![3, 2, 1, 0]);
+        assert!(e.kernel.is_empty());
+        assert_eq!(e.to_tpugraphs_row(), row);
+    }
+
+    #[test]
+    fn permutation_check() {
+        assert_eq!(check_perm("n", "output", &[-1, -1], Some(3), "").unwrap(), None);
+        assert!(check_perm("n", "output", &[0, 1], Some(3), "").is_err());
+        assert!(check_perm("n", "output", &[0, 0, 1], Some(3), "").is_err());
+        assert!(check_perm("n", "output", &[0, 1, 3], Some(3), "").is_err());
+        assert!(check_perm("n", "kernel", &[0, 1], None, "no").is_err());
+        assert_eq!(
+            check_perm("n", "output", &[2, 0, 1, -1], Some(3), "").unwrap(),
+            Some(Dims::from_slice(&[2, 0, 1]))
+        );
+    }
+}

@@ -1,0 +1,506 @@
+//! The working representation of the passes: each non-embedded computation (entry,
+//! while bodies/conditions, conditional branches) as a flat vector of nodes that
+//! *borrow* the input instructions. `call`s are inlined while flattening (XLA's
+//! CallInliner), `get-tuple-element(tuple(...))` is folded and dead code dropped, so
+//! the passes never clone the input module; the output module is built once at the end.
+
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use petgraph::visit::NodeIndexable;
+
+use super::config::NodeTable;
+use super::error::CompileError;
+use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, Shape};
+
+/// "No node".
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// How a computation of the input module is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompKind {
+    /// Not reachable from the entry (or only called by inlined `call`s): dropped.
+    Dropped,
+    /// Entry, while body/condition, conditional branch: flattened, laid out and fused.
+    Flat,
+    /// Called by reduce/sort/scatter/map/... (`to_apply` & co) or by input fusions:
+    /// copied verbatim with default layouts.
+    Embedded,
+}
+
+/// One instruction of a flattened computation.
+#[derive(Debug, Clone)]
+pub(crate) struct FNode<'a> {
+    /// The input instruction (None for instructions the passes create).
+    pub src: Option<&'a Instruction>,
+    /// TpuGraphs node index of `src` in the input module (NONE if synthetic).
+    pub origin: u32,
+    pub opcode: Opcode,
+    /// Logical shape (input layouts are ignored; final layouts are in `layouts`).
+    pub shape: Cow<'a, Shape>,
+    pub operands: SmallVec<[u32; 4]>,
+    /// Distinct users in program order.
+    pub users: SmallVec<[u32; 4]>,
+    /// New name (inlined clones and synthetic instructions).
+    pub name: Option<String>,
+    /// Final minor_to_major of each array leaf (set by the layout pass).
+    pub layouts: SmallVec<[Dims; 1]>,
+    /// Tuple index of a synthetic get-tuple-element.
+    pub tuple_index: i64,
+}
+
+impl<'a> FNode<'a> {
+    /// An instruction created by the passes.
+    pub fn synthetic(opcode: Opcode, shape: Shape, operands: &[u32], name: String) -> Self {
+        FNode {
+            src: None,
+            origin: NONE,
+            opcode,
+            shape: Cow::Owned(shape),
+            operands: operands.iter().copied().collect(),
+            users: SmallVec::new(),
+            name: Some(name),
+            layouts: SmallVec::new(),
+            tuple_index: -1,
+        }
+    }
+
+    /// The name the instruction will have in the output.
+    pub fn name(&self) -> &str {
+        match (&self.name, self.src) {
+            (Some(n), _) => n,
+            (None, Some(s)) => &s.name,
+            _ => "?",
+        }
+    }
+
+    /// Rank of an array shape (0 for tuples).
+    pub fn rank(&self) -> usize {
+        self.shape.rank()
+    }
+
+    /// Dims of an array shape.
+    pub fn dims(&self) -> &[i64] {
+        self.shape.dims()
+    }
+
+    /// Called computations of the source instruction.
+    pub fn called(&self) -> &[(CallRole, CompId)] {
+        match self.src {
+            Some(s) => &s.attrs.called,
+            None => &[],
+        }
+    }
+}
+
+/// A flattened computation.
+#[derive(Debug, Clone)]
+pub(crate) struct FComp<'a> {
+    /// The input computation it comes from (same name in the output).
+    pub comp: CompId,
+    pub nodes: Vec<FNode<'a>>,
+    /// Live nodes in program order.
+    pub order: Vec<u32>,
+    pub root: u32,
+    /// Parameter nodes by number.
+    pub params: Vec<u32>,
+}
+
+impl<'a> FComp<'a> {
+    /// Recompute `users` of every node from `operands` (live nodes in `order` only).
+    pub fn rebuild_users(&mut self) {
+        for n in &mut self.nodes {
+            n.users.clear();
+        }
+        for k in 0..self.order.len() {
+            let u = self.order[k];
+            let ops = self.nodes[u as usize].operands.clone();
+            for o in ops {
+                let users = &mut self.nodes[o as usize].users;
+                if users.last() != Some(&u) {
+                    users.push(u);
+                }
+            }
+        }
+    }
+}
+
+/// The flattened module.
+pub(crate) struct Flat<'a> {
+    pub module: &'a Module,
+    pub table: NodeTable,
+    pub kinds: Vec<CompKind>,
+    /// Flattened computations, in input-module order.
+    pub comps: Vec<FComp<'a>>,
+    /// Input computation → index in `comps`.
+    pub flat_of: Vec<Option<usize>>,
+    /// Every instruction name used in the output so far.
+    pub names: Namer<'a>,
+}
+
+/// A fast non-cryptographic hasher (the rustc "Fx" hash) for the passes' hot maps.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher {
+    hash: u64,
+}
+
+const FX_K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ w).wrapping_mul(FX_K);
+    }
+}
+
+/// Build-hasher for [`FxHasher`].
+pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+
+/// Hands out names that cannot clash with the input's or with each other, without a
+/// name table: every fresh name is `base.N` with N taken from one counter that starts
+/// above every numeric `.N` suffix of the input's instruction and computation names.
+/// An input name ends in a smaller number (or in no number), and two fresh names differ
+/// in N.
+pub(crate) struct Namer<'a> {
+    next: u64,
+    _m: std::marker::PhantomData<&'a Module>,
+}
+
+fn numeric_suffix(name: &str) -> u64 {
+    match name.rfind('.') {
+        Some(p) => {
+            let t = &name[p + 1..];
+            if !t.is_empty() && t.len() <= 18 && t.bytes().all(|b| b.is_ascii_digit()) {
+                t.parse().unwrap_or(0)
+            } else {
+                0
+            }
+        }
+        None => 0,
+    }
+}
+
+impl<'a> Namer<'a> {
+    fn new(m: &'a Module) -> Self {
+        let mut max = 0u64;
+        for c in m.computations.values() {
+            max = max.max(numeric_suffix(&c.name));
+            for &id in &c.order {
+                max = max.max(numeric_suffix(&c.instr(id).name));
+            }
+        }
+        Namer {
+            next: max.saturating_add(1),
+            _m: std::marker::PhantomData,
+        }
+    }
+
+    /// A fresh name `base.N`.
+    pub fn fresh(&mut self, base: &str) -> String {
+        use std::fmt::Write;
+        let k = self.next;
+        self.next += 1;
+        let mut s = String::with_capacity(base.len() + 7);
+        s.push_str(base);
+        let _ = write!(s, ".{k}");
+        s
+    }
+}
+
+/// Ops kept even when their value is unused.
+pub(crate) fn has_side_effect(ins: &Instruction) -> bool {
+    use Opcode::*;
+    match ins.opcode {
+        Send | SendDone | Recv | RecvDone | Infeed | Outfeed | Rng | RngGetAndUpdateState
+        | RngBitGenerator | AllReduce | AllReduceStart | AllReduceDone | AllGather
+        | AllGatherStart | AllGatherDone | AllToAll | CollectivePermute
+        | CollectivePermuteStart | CollectivePermuteDone | CollectiveBroadcast
+        | ReduceScatter | RaggedAllToAll | While | Conditional | AsyncStart | AsyncUpdate
+        | AsyncDone | CopyStart | CopyDone | AfterAll | AddDependency | Domain => true,
+        CustomCall => ins
+            .attrs
+            .other("custom_call_has_side_effect")
+            .map(|v| v == "true")
+            .unwrap_or(false),
+        _ => false,
+    }
+}
+
+const MAX_DEPTH: usize = 64;
+
+fn bad(m: &Module, message: impl Into<String>) -> CompileError {
+    CompileError::BadModule {
+        module: m.name.clone(),
+        message: message.into(),
+    }
+}
+
+/// Classify the computations of a module.
+fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
+    let n = m.computations.len();
+    let mut kinds = vec![CompKind::Dropped; n];
+    if m.entry >= n {
+        return Err(bad(m, "entry computation index out of range"));
+    }
+    // Work items: (computation, context is flat?, depth)
+    let mut stack: Vec<(CompId, bool, usize)> = vec![(m.entry, true, 0)];
+    kinds[m.entry] = CompKind::Flat;
+    // Computations scanned in the inlined (flat) context, to avoid rescanning.
+    let mut scanned_flat = vec![false; n];
+    let mut scanned_emb = vec![false; n];
+    while let Some((c, flat, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(bad(m, "computations nest too deeply (recursive calls?)"));
+        }
+        let seen = if flat {
+            &mut scanned_flat[c]
+        } else {
+            &mut scanned_emb[c]
+        };
+        if *seen {
+            continue;
+        }
+        *seen = true;
+        let comp = m.comp(c);
+        for &id in &comp.order {
+            let ins = comp.instr(id);
+            for &(role, callee) in &ins.attrs.called {
+                if callee >= n {
+                    return Err(bad(m, format!("'{}' calls a missing computation", ins.name)));
+                }
+                let child_flat = match (flat, ins.opcode, role) {
+                    (true, Opcode::Call, CallRole::ToApply) => {
+                        // Inlined: scanned in flat context, kind unchanged.
+                        stack.push((callee, true, depth + 1));
+                        continue;
+                    }
+                    (true, Opcode::While, CallRole::Body | CallRole::Condition) => true,
+                    (
+                        true,
+                        Opcode::Conditional,
+                        CallRole::BranchComputations
+                        | CallRole::TrueComputation
+                        | CallRole::FalseComputation,
+                    ) => true,
+                    _ => false,
+                };
+                if child_flat {
+                    kinds[callee] = CompKind::Flat;
+                } else if kinds[callee] == CompKind::Dropped {
+                    kinds[callee] = CompKind::Embedded;
+                }
+                stack.push((callee, child_flat, depth + 1));
+            }
+        }
+    }
+    Ok(kinds)
+}
+
+impl<'a> Flat<'a> {
+    /// Flatten a module: classify computations, inline calls, fold gte(tuple), DCE.
+    pub fn build(m: &'a Module) -> Result<Self, CompileError> {
+        let table = NodeTable::new(m);
+        let kinds = classify(m)?;
+        let mut flat = Flat {
+            module: m,
+            table,
+            kinds,
+            comps: Vec::new(),
+            flat_of: vec![None; m.computations.len()],
+            names: Namer::new(m),
+        };
+        // Callees already instantiated once (later instantiations get fresh names).
+        let mut instantiated = vec![false; m.computations.len()];
+        for c in 0..m.computations.len() {
+            if flat.kinds[c] != CompKind::Flat {
+                continue;
+            }
+            let mut fc = FComp {
+                comp: c,
+                nodes: Vec::with_capacity(m.comp(c).len()),
+                order: Vec::new(),
+                root: NONE,
+                params: Vec::new(),
+            };
+            let root = flat.instantiate(&mut fc, c, None, false, &mut instantiated, 0)?;
+            fc.root = root;
+            dce(&mut fc);
+            fc.rebuild_users();
+            flat.flat_of[c] = Some(flat.comps.len());
+            flat.comps.push(fc);
+        }
+        Ok(flat)
+    }
+
+    /// Append the instructions of computation `c` to `out`; `args` maps parameters
+    /// (inlined callee) to existing nodes. Returns the node of the root.
+    fn instantiate(
+        &mut self,
+        out: &mut FComp<'a>,
+        c: CompId,
+        args: Option<&[u32]>,
+        rename: bool,
+        instantiated: &mut [bool],
+        depth: usize,
+    ) -> Result<u32, CompileError> {
+        let m = self.module;
+        if depth > MAX_DEPTH {
+            return Err(bad(m, "calls nest too deeply (recursive calls?)"));
+        }
+        let comp = m.comp(c);
+        let mut map = vec![NONE; comp.graph.node_bound()];
+        for &id in &comp.order {
+            let ins = comp.instr(id);
+            let mut operands: SmallVec<[u32; 4]> = SmallVec::new();
+            for o in comp.operands(id) {
+                let v = map.get(o.index()).copied().unwrap_or(NONE);
+                if v == NONE {
+                    return Err(bad(
+                        m,
+                        format!("'{}' uses an operand defined after it or missing", ins.name),
+                    ));
+                }
+                operands.push(v);
+            }
+            let mapped = match ins.opcode {
+                Opcode::Parameter if args.is_some() => {
+                    let k = ins.attrs.parameter_number.unwrap_or(-1);
+                    let a = args.unwrap_or(&[]);
+                    match usize::try_from(k).ok().and_then(|k| a.get(k)) {
+                        Some(&v) => v,
+                        None => {
+                            return Err(bad(
+                                m,
+                                format!("call into '{}' passes no argument {k}", comp.name),
+                            ))
+                        }
+                    }
+                }
+                Opcode::Call => {
+                    let Some(callee) = ins.attrs.called_with(CallRole::ToApply) else {
+                        return Err(bad(m, format!("call '{}' has no to_apply", ins.name)));
+                    };
+                    let keep_names = !instantiated[callee] && self.kinds[callee] == CompKind::Dropped;
+                    instantiated[callee] = true;
+                    self.instantiate(out, callee, Some(&operands), rename || !keep_names, instantiated, depth + 1)?
+                }
+                Opcode::GetTupleElement
+                    if operands.len() == 1
+                        && out.nodes[operands[0] as usize].opcode == Opcode::Tuple =>
+                {
+                    let t = &out.nodes[operands[0] as usize];
+                    let k = ins.attrs.tuple_index.unwrap_or(-1);
+                    match usize::try_from(k).ok().and_then(|k| t.operands.get(k)) {
+                        Some(&v) => v,
+                        None => return Err(bad(m, format!("'{}': tuple index {k} out of range", ins.name))),
+                    }
+                }
+                _ => {
+                    let name = if rename {
+                        Some(self.names.fresh(&ins.name))
+                    } else {
+                        None
+                    };
+                    let origin = self
+                        .table
+                        .index_of(c, id)
+                        .map(|i| i as u32)
+                        .unwrap_or(NONE);
+                    let v = out.nodes.len() as u32;
+                    if ins.opcode == Opcode::Parameter {
+                        let k = ins.attrs.parameter_number.unwrap_or(-1);
+                        let k = usize::try_from(k)
+                            .map_err(|_| bad(m, format!("parameter '{}' has no number", ins.name)))?;
+                        if out.params.len() <= k {
+                            out.params.resize(k + 1, NONE);
+                        }
+                        out.params[k] = v;
+                    }
+                    out.nodes.push(FNode {
+                        src: Some(ins),
+                        origin,
+                        opcode: ins.opcode,
+                        shape: Cow::Borrowed(&ins.shape),
+                        operands,
+                        users: SmallVec::new(),
+                        name,
+                        layouts: SmallVec::new(),
+                        tuple_index: -1,
+                    });
+                    v
+                }
+            };
+            map[id.index()] = mapped;
+        }
+        match map.get(comp.root.index()) {
+            Some(&r) if r != NONE => Ok(r),
+            _ => Err(bad(m, format!("computation '{}' has no root", comp.name))),
+        }
+    }
+}
+
+/// Drop nodes that do not reach the root (keeping parameters and side effects) and
+/// set `order` to the live nodes in creation (= program) order.
+pub(crate) fn dce(fc: &mut FComp<'_>) {
+    let n = fc.nodes.len();
+    let mut live = vec![false; n];
+    let mut stack: Vec<u32> = Vec::new();
+    let mark = |v: u32, live: &mut Vec<bool>, stack: &mut Vec<u32>| {
+        if let Some(l) = live.get_mut(v as usize) {
+            if !*l {
+                *l = true;
+                stack.push(v);
+            }
+        }
+    };
+    mark(fc.root, &mut live, &mut stack);
+    for (i, nd) in fc.nodes.iter().enumerate() {
+        let keep = nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false);
+        if keep {
+            mark(i as u32, &mut live, &mut stack);
+        }
+    }
+    // Nodes not in the current order (e.g. already removed) stay dead: only nodes
+    // reachable through operands are revived.
+    while let Some(v) = stack.pop() {
+        let ops = fc.nodes[v as usize].operands.clone();
+        for o in ops {
+            mark(o, &mut live, &mut stack);
+        }
+    }
+    let old = std::mem::take(&mut fc.order);
+    let candidates: Vec<u32> = if old.is_empty() {
+        (0..n as u32).collect()
+    } else {
+        old
+    };
+    fc.order = candidates.into_iter().filter(|&v| live[v as usize]).collect();
+}

@@ -1,0 +1,702 @@
+//! TPU-flavoured instruction fusion (spec §4.7–4.8) on a laid-out flat computation.
+//!
+//! Two phases:
+//! 1. **Output fusion** (kOutput): every dot/convolution becomes the hero of a fusion
+//!    that absorbs, in program order, the chain of single-use elementwise / bitcast
+//!    consumers of its result (bias add, batch-norm scale, activation, convert).
+//! 2. **Producer→consumer fusion** (XLA's `InstructionFusion`): consumers are visited
+//!    from the root upwards; each absorbs its operand producers, latest first, under
+//!    XLA's rules (no duplication of expensive ops, duplicated producers must be cheap
+//!    and fusible into all their users, no expensive producer into a consumer that
+//!    re-reads it, one reduction / one MXU op per fusion, in-place buffers untouched,
+//!    ≤ 96 operands + outputs, an instruction cloned into at most 15 fusions, scalar
+//!    constants only into existing fusions). A fusion with a reduction, scatter or
+//!    physical copy/transpose is `kInput`, one with a dot/convolution (or rooted at an
+//!    in-place dynamic-update-slice) `kOutput`, anything else `kLoop`.
+
+use smallvec::SmallVec;
+use std::collections::BinaryHeap;
+
+use super::config::{FusionPolicy, ResolvedConfig};
+use super::flat::{FComp, FNode, NONE};
+use crate::ir::{FusionKind, Opcode};
+
+/// XLA's `MaxOperandsAndOutputsPerFusion`.
+pub const MAX_OPERANDS_AND_OUTPUTS: usize = 96;
+/// XLA's `kAllowedCodeDuplication`: an instruction is cloned into at most this many fusions.
+pub const MAX_DUPLICATION: usize = 15;
+
+/// One planned fusion.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupPlan {
+    pub root: u32,
+    /// Members in program order (root last).
+    pub members: Vec<u32>,
+    pub kind: FusionKind,
+    pub hero: u32,
+}
+
+/// Result of the fusion pass for one computation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FusionPlan {
+    pub groups: Vec<GroupPlan>,
+    /// `group_at[x]` = index in `groups` of the fusion that replaces node x (its root).
+    pub group_at: Vec<u32>,
+    /// Nodes that still exist outside any fusion (possibly dead after fusion).
+    pub standalone: Vec<bool>,
+    /// Override edges that could not be honoured.
+    pub notes: Vec<String>,
+}
+
+fn is_mxu(op: Opcode) -> bool {
+    matches!(op, Opcode::Dot | Opcode::Convolution)
+}
+
+fn is_reduction_hero(op: Opcode) -> bool {
+    matches!(op, Opcode::Reduce | Opcode::ReduceWindow)
+}
+
+/// XLA's `IsExpensive` with the GPU overrides that also fit a TPU (divide, sqrt, rsqrt,
+/// exp are cheap on floats).
+fn is_expensive(n: &FNode<'_>) -> bool {
+    use Opcode::*;
+    let float = n.shape.element_type().is_floating();
+    let complex = n.shape.element_type().is_complex();
+    match n.opcode {
+        Add | And | Bitcast | BitcastConvert | Broadcast | Ceil | Clamp | Clz | Compare
+        | Complex | Concatenate | Constant | Convert | Copy | DynamicSlice
+        | DynamicUpdateSlice | Floor | GetTupleElement | Imag | Iota | IsFinite | Maximum
+        | Minimum | Multiply | Negate | Not | Or | Xor | Pad | PopulationCount | Real
+        | ReducePrecision | Reshape | Reverse | RoundNearestAfz | RoundNearestEven | Select
+        | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical | Slice | Subtract | Transpose
+        | Tuple | PartitionId | ReplicaId | OptimizationBarrier => false,
+        Abs | Cos | Sign | Sin | Tan => complex,
+        Divide | Remainder => !(n.shape.element_type().is_integral() || float && n.opcode == Divide),
+        Sqrt | Rsqrt | Exp => !float,
+        _ => true,
+    }
+}
+
+/// Ops that never take part in a fusion.
+fn is_opaque(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Parameter
+            | Tuple
+            | GetTupleElement
+            | While
+            | Conditional
+            | Call
+            | CustomCall
+            | Sort
+            | Fft
+            | Rng
+            | RngBitGenerator
+            | RngGetAndUpdateState
+            | AllGather
+            | AllGatherStart
+            | AllGatherDone
+            | AllReduce
+            | AllReduceStart
+            | AllReduceDone
+            | AllToAll
+            | CollectiveBroadcast
+            | CollectivePermute
+            | CollectivePermuteStart
+            | CollectivePermuteDone
+            | ReduceScatter
+            | RaggedAllToAll
+            | Infeed
+            | Outfeed
+            | Send
+            | SendDone
+            | Recv
+            | RecvDone
+            | AfterAll
+            | Domain
+            | TriangularSolve
+            | Cholesky
+            | BatchNormGrad
+            | BatchNormInference
+            | BatchNormTraining
+            | AsyncStart
+            | AsyncUpdate
+            | AsyncDone
+            | CopyStart
+            | CopyDone
+            | OptimizationBarrier
+            | AddDependency
+            | PartitionId
+            | ReplicaId
+            | GetDimensionSize
+            | SetDimensionSize
+            | DynamicReshape
+            | TopK
+            | Scan
+            | RaggedDot
+            | ScaledDot
+            | Fusion
+            | Map
+            | SelectAndScatter
+    )
+}
+
+/// A copy/transpose/reshape that moves data between layouts (kept as its own hero).
+fn is_physical_relayout(fc: &FComp<'_>, x: u32) -> bool {
+    let n = &fc.nodes[x as usize];
+    match n.opcode {
+        Opcode::Transpose => true,
+        Opcode::Copy => {
+            let o = n.operands.first().map(|&o| &fc.nodes[o as usize]);
+            o.map(|o| o.layouts != n.layouts).unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// Does `u` read the elements of operand `slot` more than once per output element?
+fn reuses(u: &FNode<'_>, slot: usize) -> bool {
+    use Opcode::*;
+    match u.opcode {
+        Bitcast | Concatenate | Reshape | Reverse | Slice | Transpose | Gather | Copy => false,
+        op if op.is_elementwise() => false,
+        Pad => slot == 1,
+        Reduce => slot >= u.operands.len() / 2,
+        DynamicUpdateSlice => slot >= 2,
+        DynamicSlice => slot >= 1,
+        _ => true,
+    }
+}
+
+/// Cheap to recompute in every user.
+fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
+    let n = &fc.nodes[x as usize];
+    match n.opcode {
+        Opcode::Broadcast | Opcode::Iota | Opcode::Bitcast => true,
+        Opcode::Constant => n.shape.element_count() <= 1,
+        Opcode::Convert => {
+            let o = n.operands.first().map(|&o| fc.nodes[o as usize].shape.element_type().bit_width());
+            o.map(|b| n.shape.element_type().bit_width() > b).unwrap_or(false)
+        }
+        _ => false,
+    }
+}
+
+/// XLA's "effectively at most unary" / no-growth test for free duplication.
+fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
+    let n = &fc.nodes[x as usize];
+    let out_rank = n.rank();
+    let out_elems = n.shape.element_count();
+    let mut big = 0;
+    let mut total: u64 = 0;
+    for &o in &n.operands {
+        let on = &fc.nodes[o as usize];
+        total = total.saturating_add(on.shape.element_count());
+        let trivial = matches!(on.opcode, Opcode::Broadcast | Opcode::Iota)
+            || (on.opcode == Opcode::Constant && on.shape.element_count() <= 1);
+        if !trivial && on.rank() >= out_rank {
+            big += 1;
+        }
+    }
+    big <= 1 || total <= out_elems
+}
+
+/// Can `x` be fused into a consumer at all?
+fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
+    let n = &fc.nodes[x as usize];
+    if is_opaque(n.opcode) || n.shape.as_array().is_none() {
+        return false;
+    }
+    if is_physical_relayout(fc, x) {
+        return false;
+    }
+    !matches!(n.opcode, Opcode::Scatter | Opcode::DynamicUpdateSlice)
+}
+
+/// Can `x` be the root a fusion grows from?
+fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
+    let n = &fc.nodes[x as usize];
+    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.shape.as_array().is_some()
+}
+
+enum Verdict {
+    Fuse { reused: bool },
+    No,
+    /// A forced (override) fusion broke a hard rule.
+    Refused(&'static str),
+}
+
+struct Group {
+    root: u32,
+    members: Vec<u32>,
+    /// Distinct operands of members that are not members, in discovery order.
+    inputs: Vec<u32>,
+    mxu: u32,
+    reductions: u32,
+}
+
+/// Fusion state. Only one fusion grows at a time (the *current* one); its members and
+/// inputs are marked with the current stamp so membership tests are O(1). `ext[x]`
+/// counts the kernels (standalone instructions or fusions) that read x's standalone
+/// value: x stays standalone while it is positive.
+struct Fuser<'f, 'a, 'c> {
+    fc: &'f FComp<'a>,
+    cfg: &'c ResolvedConfig,
+    pos: Vec<u32>,
+    standalone: Vec<bool>,
+    own_group: Vec<u32>,
+    groups: Vec<Group>,
+    tried: Vec<u32>,
+    notes: Vec<String>,
+    /// Recycled group buffers.
+    pool: Vec<Group>,
+    /// Is the node's value re-read on its way to the root of the fusion being grown?
+    reused: Vec<bool>,
+    ext: Vec<u32>,
+    /// Number of fusions holding a clone of the node.
+    clones: Vec<u32>,
+    member: Vec<u32>,
+    input: Vec<u32>,
+    stamp: u32,
+}
+
+fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
+    let mut v: SmallVec<[u32; 4]> = SmallVec::new();
+    for &o in ops {
+        if !v.contains(&o) {
+            v.push(o);
+        }
+    }
+    v
+}
+
+impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
+    fn node(&self, x: u32) -> &FNode<'a> {
+        &self.fc.nodes[x as usize]
+    }
+
+    fn is_member(&self, x: u32) -> bool {
+        self.member[x as usize] == self.stamp
+    }
+
+    fn is_input(&self, x: u32) -> bool {
+        self.input[x as usize] == self.stamp
+    }
+
+    /// Make `g` the current fusion.
+    fn activate(&mut self, g: u32) {
+        self.stamp += 1;
+        let s = self.stamp;
+        let gr = &self.groups[g as usize];
+        for &m in &gr.members {
+            self.member[m as usize] = s;
+        }
+        for &i in &gr.inputs {
+            self.input[i as usize] = s;
+        }
+    }
+
+    fn new_group(&mut self, root: u32) -> u32 {
+        let n = &self.fc.nodes[root as usize];
+        let g = self.groups.len() as u32;
+        let mut gr = self.pool.pop().unwrap_or(Group {
+            root,
+            members: Vec::new(),
+            inputs: Vec::new(),
+            mxu: 0,
+            reductions: 0,
+        });
+        gr.root = root;
+        gr.members.clear();
+        gr.members.push(root);
+        gr.inputs.clear();
+        for &o in &n.operands {
+            if !gr.inputs.contains(&o) {
+                gr.inputs.push(o);
+            }
+        }
+        gr.mxu = is_mxu(n.opcode) as u32;
+        gr.reductions = is_reduction_hero(n.opcode) as u32;
+        self.groups.push(gr);
+        self.reused[root as usize] = false;
+        self.own_group[root as usize] = g;
+        self.activate(g);
+        g
+    }
+
+    fn edge_flag(&self, set: &std::collections::HashSet<(usize, usize)>, p: u32, c: u32) -> bool {
+        if set.is_empty() {
+            return false;
+        }
+        let (po, co) = (self.node(p).origin, self.node(c).origin);
+        po != NONE && co != NONE && set.contains(&(po as usize, co as usize))
+    }
+
+    /// Inputs of the current fusion `g` after absorbing producer `p`.
+    fn inputs_after(&self, g: u32, p: u32) -> usize {
+        let mut n = self.groups[g as usize].inputs.len() - self.is_input(p) as usize;
+        for o in distinct(&self.node(p).operands) {
+            if !self.is_member(o) && !self.is_input(o) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Absorb producer `p` into the current fusion `g`.
+    fn add_member(&mut self, g: u32, p: u32, reused: bool) {
+        let gi = g as usize;
+        if self.is_input(p) {
+            self.groups[gi].inputs.retain(|&x| x != p);
+            self.input[p as usize] = 0;
+            self.ext[p as usize] -= 1;
+        }
+        self.member[p as usize] = self.stamp;
+        self.groups[gi].members.push(p);
+        self.reused[p as usize] = reused;
+        self.clones[p as usize] += 1;
+        let op = self.node(p).opcode;
+        self.groups[gi].mxu += is_mxu(op) as u32;
+        self.groups[gi].reductions += is_reduction_hero(op) as u32;
+        let ops = distinct(&self.node(p).operands);
+        for &o in &ops {
+            if !self.is_member(o) && !self.is_input(o) {
+                self.groups[gi].inputs.push(o);
+                self.input[o as usize] = self.stamp;
+                self.ext[o as usize] += 1;
+            }
+        }
+        if self.ext[p as usize] == 0 {
+            // Nobody reads the standalone producer any more.
+            self.standalone[p as usize] = false;
+            for &o in &ops {
+                self.ext[o as usize] -= 1;
+            }
+        }
+    }
+
+    /// Phase 1: grow an output fusion from each dot/convolution through its single-use
+    /// elementwise consumers.
+    fn output_fusions(&mut self) {
+        let order = self.fc.order.clone();
+        for &h in &order {
+            if !is_mxu(self.node(h).opcode) || !self.standalone[h as usize] || self.own_group[h as usize] != NONE {
+                continue;
+            }
+            let g = self.new_group(h);
+            let mut cur = h;
+            loop {
+                let users = &self.node(cur).users;
+                if users.len() != 1 || cur == self.fc.root || self.ext[cur as usize] != 1 {
+                    break;
+                }
+                let u = users[0];
+                let un = self.node(u);
+                let epilogue = (un.opcode.is_elementwise() && un.opcode != Opcode::Copy)
+                    || un.opcode == Opcode::Bitcast;
+                if !epilogue
+                    || !self.standalone[u as usize]
+                    || self.own_group[u as usize] != NONE
+                    || self.clones[u as usize] != 0
+                    || un.shape.as_array().is_none()
+                    || self.edge_flag(&self.cfg.no_fuse, cur, u)
+                {
+                    break;
+                }
+                let mut n_inputs = self.groups[g as usize].inputs.len();
+                for o in distinct(&un.operands) {
+                    if o != cur && !self.is_member(o) && !self.is_input(o) {
+                        n_inputs += 1;
+                    }
+                }
+                if n_inputs + 1 > MAX_OPERANDS_AND_OUTPUTS {
+                    break;
+                }
+                // Merge the consumer's kernel into the fusion: it becomes the root.
+                let gi = g as usize;
+                for o in distinct(&self.node(u).operands) {
+                    if o == cur || self.is_member(o) || self.is_input(o) {
+                        self.ext[o as usize] -= 1;
+                    } else {
+                        self.groups[gi].inputs.push(o);
+                        self.input[o as usize] = self.stamp;
+                    }
+                }
+                self.member[u as usize] = self.stamp;
+                self.groups[gi].members.push(u);
+                self.reused[u as usize] = false;
+                self.own_group[cur as usize] = NONE;
+                self.own_group[u as usize] = g;
+                self.standalone[cur as usize] = false;
+                self.groups[gi].root = u;
+                cur = u;
+            }
+        }
+    }
+
+    /// Decide whether `p` may join group `g`.
+    fn decide(&self, g: u32, p: u32) -> Verdict {
+        let fc = self.fc;
+        let pn = self.node(p);
+        let gr = &self.groups[g as usize];
+        // Members of g that read p, with the slot.
+        let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
+        for &u in &pn.users {
+            if self.is_member(u) {
+                for (slot, &o) in self.node(u).operands.iter().enumerate() {
+                    if o == p {
+                        readers.push((u, slot));
+                    }
+                }
+            }
+        }
+        if readers.is_empty() {
+            return Verdict::No;
+        }
+        let mut forced = false;
+        for &(m, _) in &readers {
+            if self.edge_flag(&self.cfg.no_fuse, p, m) {
+                return Verdict::No;
+            }
+            forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
+        }
+        let policy = self.cfg.policy;
+        if policy == FusionPolicy::None && !forced {
+            return Verdict::No;
+        }
+        let hard = |why: &'static str| if forced { Verdict::Refused(why) } else { Verdict::No };
+        // Hard rules.
+        if p == fc.root || !producer_ok(fc, p) {
+            return hard("the producer cannot be fused");
+        }
+        if self.own_group[p as usize] != NONE {
+            return hard("the producer is already a fusion");
+        }
+        if is_mxu(pn.opcode) && gr.mxu > 0 {
+            return hard("a fusion holds one dot/convolution");
+        }
+        for &(m, slot) in &readers {
+            let m = self.node(m);
+            let in_place = match m.opcode {
+                Opcode::DynamicUpdateSlice => slot == 0,
+                Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
+                _ => false,
+            };
+            if in_place {
+                return hard("it is the in-place buffer of its consumer");
+            }
+        }
+        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+            return hard("the fusion would exceed 96 operands and outputs");
+        }
+        let reused = readers
+            .iter()
+            .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
+        let dup = self.ext[p as usize] > self.is_input(p) as u32;
+        if forced {
+            return Verdict::Fuse { reused };
+        }
+        // Heuristics.
+        let expensive = is_expensive(pn);
+        let aggressive = policy == FusionPolicy::Aggressive;
+        if is_mxu(pn.opcode) {
+            return Verdict::No; // dot/convolution heroes grow in phase 1 only
+        }
+        if pn.opcode == Opcode::Constant && (pn.shape.element_count() > 1 || gr.members.len() < 2) {
+            return Verdict::No;
+        }
+        if expensive && reused {
+            return Verdict::No;
+        }
+        if is_reduction_hero(pn.opcode) {
+            let limit = if aggressive { 8 } else { 1 };
+            if gr.mxu > 0 || gr.reductions >= limit || dup {
+                return Verdict::No;
+            }
+        }
+        if gr.mxu > 0 && !(always_duplicable(fc, p) || (!dup && !expensive)) {
+            return Verdict::No;
+        }
+        if dup {
+            let elementwise_ok = aggressive && pn.opcode.is_elementwise();
+            if expensive && !elementwise_ok {
+                return Verdict::No;
+            }
+            if !(always_duplicable(fc, p) || cheap_to_duplicate(fc, p)) {
+                return Verdict::No;
+            }
+            if pn.users.iter().any(|&u| !consumer_ok(fc, u)) {
+                return Verdict::No;
+            }
+            let exempt = matches!(pn.opcode, Opcode::Broadcast | Opcode::Constant | Opcode::Iota);
+            if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
+                return Verdict::No;
+            }
+        }
+        Verdict::Fuse { reused }
+    }
+
+    /// Phase 2: grow fusions from consumers, root first.
+    fn producer_consumer(&mut self) {
+        let order = self.fc.order.clone();
+        let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::new();
+        let mut stamp = 0u32;
+        for &x in order.iter().rev() {
+            if !self.standalone[x as usize] || !consumer_ok(self.fc, x) {
+                continue;
+            }
+            let fresh = self.own_group[x as usize] == NONE;
+            if fresh && self.node(x).opcode == Opcode::Bitcast {
+                continue;
+            }
+            let g = if fresh {
+                self.new_group(x)
+            } else {
+                let g = self.own_group[x as usize];
+                self.activate(g);
+                g
+            };
+            stamp += 1;
+            heap.clear();
+            for &o in &self.groups[g as usize].inputs {
+                heap.push((self.pos[o as usize], o));
+            }
+            while let Some((_, p)) = heap.pop() {
+                if self.tried[p as usize] == stamp || !self.standalone[p as usize] || self.is_member(p) {
+                    continue;
+                }
+                self.tried[p as usize] = stamp;
+                match self.decide(g, p) {
+                    Verdict::Fuse { reused } => {
+                        self.add_member(g, p, reused);
+                        for &o in &self.fc.nodes[p as usize].operands {
+                            heap.push((self.pos[o as usize], o));
+                        }
+                    }
+                    Verdict::Refused(why) => {
+                        let root = self.groups[g as usize].root;
+                        self.notes.push(format!(
+                            "fusion override {} -> {}: not applied, {why}",
+                            self.node(p).name(),
+                            self.node(root).name()
+                        ));
+                    }
+                    Verdict::No => {}
+                }
+            }
+            // Scalar constants join fusions that exist (XLA fuses them last).
+            if self.groups[g as usize].members.len() > 1 && self.cfg.policy != FusionPolicy::None {
+                let consts: SmallVec<[u32; 4]> = self.groups[g as usize]
+                    .inputs
+                    .iter()
+                    .copied()
+                    .filter(|&o| {
+                        let on = self.node(o);
+                        on.opcode == Opcode::Constant && on.shape.element_count() <= 1 && self.standalone[o as usize]
+                    })
+                    .collect();
+                for c in consts {
+                    if let Verdict::Fuse { reused } = self.decide(g, c) {
+                        self.add_member(g, c, reused);
+                    }
+                }
+            }
+            let gr = &self.groups[g as usize];
+            if fresh && gr.members.len() == 1 && gr.mxu == 0 {
+                // Nothing fused: forget the trivial group, recycle its buffers.
+                if let Some(gr) = self.groups.pop() {
+                    self.pool.push(gr);
+                }
+                self.own_group[x as usize] = NONE;
+            }
+        }
+    }
+}
+
+/// Plan the fusions of one laid-out computation.
+pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
+    let n = fc.nodes.len();
+    let mut pos = vec![0u32; n];
+    let mut standalone = vec![false; n];
+    for (k, &x) in fc.order.iter().enumerate() {
+        pos[x as usize] = k as u32;
+        standalone[x as usize] = true;
+    }
+    let mut f = Fuser {
+        fc,
+        cfg,
+        pos,
+        standalone,
+        own_group: vec![NONE; n],
+        groups: Vec::new(),
+        tried: vec![0; n],
+        notes: Vec::new(),
+        pool: Vec::new(),
+        reused: vec![false; n],
+        ext: vec![0; n],
+        clones: vec![0; n],
+        member: vec![0; n],
+        input: vec![0; n],
+        stamp: 0,
+    };
+    for &x in &fc.order {
+        for o in distinct(&fc.nodes[x as usize].operands) {
+            f.ext[o as usize] += 1;
+        }
+    }
+    f.ext[fc.root as usize] += 1;
+    if cfg.policy != FusionPolicy::None {
+        f.output_fusions();
+    }
+    if cfg.policy != FusionPolicy::None || !cfg.force_fuse.is_empty() {
+        f.producer_consumer();
+    }
+    // Keep the fusions whose root survived and that are worth a fusion instruction.
+    let mut out = FusionPlan {
+        groups: Vec::new(),
+        group_at: vec![NONE; n],
+        standalone: Vec::new(),
+        notes: std::mem::take(&mut f.notes),
+    };
+    for g in 0..f.groups.len() {
+        let gr = &f.groups[g];
+        if !f.standalone[gr.root as usize] || f.own_group[gr.root as usize] != g as u32 {
+            continue;
+        }
+        let wrap_alone = gr.mxu > 0 && cfg.policy != FusionPolicy::None;
+        if gr.members.len() < 2 && !wrap_alone {
+            continue;
+        }
+        let mut members = gr.members.clone();
+        members.sort_unstable_by_key(|&m| f.pos[m as usize]);
+        let (kind, hero) = classify(fc, &members, gr.root);
+        out.group_at[gr.root as usize] = out.groups.len() as u32;
+        out.groups.push(GroupPlan {
+            root: gr.root,
+            members,
+            kind,
+            hero,
+        });
+    }
+    out.standalone = f.standalone;
+    out
+}
+
+/// Fusion kind and hero of a member list (program order).
+pub(crate) fn classify(fc: &FComp<'_>, members: &[u32], root: u32) -> (FusionKind, u32) {
+    if let Some(&h) = members.iter().find(|&&m| is_mxu(fc.nodes[m as usize].opcode)) {
+        return (FusionKind::Output, h);
+    }
+    if fc.nodes[root as usize].opcode == Opcode::DynamicUpdateSlice {
+        return (FusionKind::Output, root);
+    }
+    let input_hero = members.iter().rev().find(|&&m| {
+        let op = fc.nodes[m as usize].opcode;
+        is_reduction_hero(op) || op == Opcode::Scatter || is_physical_relayout(fc, m)
+    });
+    match input_hero {
+        Some(&h) => (FusionKind::Input, h),
+        None => (FusionKind::Loop, root),
+    }
+}

@@ -1,0 +1,1061 @@
+//! Layout assignment (spec §5, simplified as in §5.6) on the flattened computations.
+//!
+//! Each array leaf of each instruction gets a `minor_to_major`; the first constraint that
+//! reaches a buffer wins, constraints being applied in this order:
+//!
+//! 1. fixed: entry parameters (entry_computation_layout), while results (= body
+//!    parameter), conditional results (= branch 0 result), while-condition parameters,
+//!    results of ops that need the default layout (custom-call, fft, cholesky, ...);
+//! 2. the configuration: configured node outputs; configured operand layouts become
+//!    operand requirements and are propagated to the operand's definition;
+//! 3. uses that must have a layout: entry result, while/conditional operands, operands of
+//!    default-layout ops;
+//! 4. TPU preferences: convolution input/output `[spatial…, batch, feature]` major→minor
+//!    when the batch fills a sublane tile (≥ 8), else `[batch, spatial…, feature]`;
+//!    kernel `[spatial…, in, out]`; dot operands keep a layout that is already a valid
+//!    `(batch, matrix)` layout, else row-major, else `[batch, free, contracting]`;
+//! 5. row-major for whatever is left, in program order.
+//!
+//! After each constraint, layouts propagate (DFS) through ops that cannot change layout
+//! (elementwise, slice, pad, concatenate, ...), through transposes and reshapes (choosing
+//! the layout that makes them bitcasts), broadcasts (to the operand), reduces (to the
+//! result), tuples and get-tuple-element. Then a `copy` is inserted wherever a use
+//! requires a layout its operand does not have, and transposes/reshapes that move no data
+//! (with TPU tiles) become `bitcast`s.
+
+use smallvec::SmallVec;
+use std::collections::HashMap;
+
+use super::config::ResolvedConfig;
+use super::flat::{FComp, FNode, Flat, FxBuild, Namer, NONE};
+use super::tiling::{self, row_major};
+use crate::ir::{ArrayShape, CallRole, CompId, Dims, Opcode, Shape};
+
+/// Leaf layouts of one value.
+pub(crate) type Leaves = SmallVec<[Dims; 1]>;
+
+/// Layouts at the boundary of a computation.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CompLayouts {
+    pub params: Vec<Leaves>,
+    pub root: Leaves,
+}
+
+/// Counters reported by the pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayoutStats {
+    /// `copy` instructions inserted (physical relayouts).
+    pub copies: usize,
+    /// Transposes/reshapes turned into bitcasts.
+    pub bitcasts: usize,
+}
+
+/// Array leaves of a shape, depth first.
+pub(crate) fn leaf_shapes(s: &Shape) -> SmallVec<[&ArrayShape; 1]> {
+    match s {
+        Shape::Array(a) => SmallVec::from_elem(a, 1),
+        _ => s.leaves().into_iter().collect(),
+    }
+}
+
+/// Leaf range of tuple element `k`.
+fn elem_range(s: &Shape, k: usize) -> Option<(usize, usize)> {
+    let Shape::Tuple(v) = s else { return None };
+    let mut off = 0;
+    for (i, e) in v.iter().enumerate() {
+        let n = leaf_count(e);
+        if i == k {
+            return Some((off, n));
+        }
+        off += n;
+    }
+    None
+}
+
+fn leaf_count(s: &Shape) -> usize {
+    match s {
+        Shape::Array(_) => 1,
+        Shape::Tuple(v) => v.iter().map(leaf_count).sum(),
+        Shape::Buffer(b) => leaf_count(b),
+    }
+}
+
+/// Row-major leaves of a shape.
+fn default_leaves(s: &Shape) -> Leaves {
+    leaf_shapes(s).iter().map(|a| row_major(a.rank())).collect()
+}
+
+/// Leaves of a shape as written (row-major where the text has none).
+fn written_leaves(s: &Shape) -> Leaves {
+    leaf_shapes(s)
+        .iter()
+        .map(|a| {
+            let m = a.minor_to_major();
+            if tiling::is_permutation(&m, a.rank()) {
+                m
+            } else {
+                row_major(a.rank())
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Preserving,
+    Tuple,
+    Gte,
+    Identity,
+    Transpose,
+    Reshape,
+    Broadcast,
+    Reduce,
+    /// Operands and results in the default layout.
+    DefaultLayout,
+    Other,
+}
+
+fn class(op: Opcode) -> Class {
+    use Opcode::*;
+    match op {
+        Copy => Class::Other,
+        o if o.is_elementwise() => Class::Preserving,
+        Concatenate | DynamicSlice | DynamicUpdateSlice | Pad | Reverse | Slice | Map
+        | ReduceWindow | SelectAndScatter | Scatter | Sort | TopK | SetDimensionSize
+        | AllReduce | AllReduceStart | AllGather | AllGatherStart | AllToAll
+        | CollectivePermute | CollectivePermuteStart | CollectiveBroadcast | ReduceScatter
+        | RaggedAllToAll => Class::Preserving,
+        Tuple => Class::Tuple,
+        GetTupleElement => Class::Gte,
+        OptimizationBarrier | AddDependency | AllReduceDone | AllGatherDone
+        | CollectivePermuteDone => Class::Identity,
+        Transpose => Class::Transpose,
+        Reshape | Bitcast => Class::Reshape,
+        Broadcast => Class::Broadcast,
+        Reduce => Class::Reduce,
+        CustomCall | Fft | TriangularSolve | Cholesky | Infeed | Outfeed | Send | Recv
+        | RngBitGenerator => Class::DefaultLayout,
+        _ => Class::Other,
+    }
+}
+
+/// Role of a flattened computation.
+#[derive(Debug, Clone)]
+enum Role {
+    Entry,
+    Body,
+    /// While condition with the body's parameter layout.
+    Cond(Leaves),
+    /// Conditional branch; Some = root must match branch 0.
+    Branch(Option<Leaves>),
+    Other,
+}
+
+struct Solver<'s, 'a> {
+    fc: &'s FComp<'a>,
+    lay: Vec<SmallVec<[Option<Dims>; 1]>>,
+    /// (user, slot) → required operand leaves.
+    reqs: HashMap<(u32, u32), Leaves, FxBuild>,
+    root_req: Option<Leaves>,
+    stack: Vec<u32>,
+    body_link: bool,
+    /// Param 0 of a while body (linked to the root).
+    param0: u32,
+}
+
+impl<'s, 'a> Solver<'s, 'a> {
+    fn node(&self, x: u32) -> &FNode<'a> {
+        &self.fc.nodes[x as usize]
+    }
+
+    fn leaf_rank(&self, x: u32, leaf: usize) -> Option<usize> {
+        let n = self.node(x);
+        match &*n.shape {
+            Shape::Array(a) => (leaf == 0).then_some(a.rank()),
+            s => leaf_shapes(s).get(leaf).map(|a| a.rank()),
+        }
+    }
+
+    /// Set one leaf if it is unset (and the layout fits); schedule propagation.
+    fn set(&mut self, x: u32, leaf: usize, m2m: &[i64]) {
+        let Some(rank) = self.leaf_rank(x, leaf) else { return };
+        if m2m.len() != rank {
+            return;
+        }
+        if let Some(slot) = self.lay.get_mut(x as usize).and_then(|v| v.get_mut(leaf)) {
+            if slot.is_none() {
+                *slot = Some(m2m.iter().copied().collect());
+                self.stack.push(x);
+            }
+        }
+    }
+
+    fn set_all(&mut self, x: u32, leaves: &[Dims]) {
+        for (i, l) in leaves.iter().enumerate() {
+            self.set(x, i, l);
+        }
+    }
+
+    fn get(&self, x: u32, leaf: usize) -> Option<&Dims> {
+        self.lay.get(x as usize)?.get(leaf)?.as_ref()
+    }
+
+    /// Layout operand `slot` of `u` is read in: its requirement if any, else its definition's.
+    fn operand_layout(&self, u: u32, slot: usize) -> Option<Dims> {
+        if let Some(r) = self.reqs.get(&(u, slot as u32)) {
+            return r.first().cloned();
+        }
+        let o = *self.node(u).operands.get(slot)?;
+        self.get(o, 0).cloned()
+    }
+
+    fn drain(&mut self) {
+        while let Some(x) = self.stack.pop() {
+            self.step(x);
+            let users = self.node(x).users.clone();
+            for u in users {
+                self.step(u);
+            }
+            if self.body_link {
+                if x == self.param0 {
+                    let root = self.fc.root;
+                    let leaves: Vec<Option<Dims>> = self.lay[x as usize].to_vec();
+                    for (i, l) in leaves.into_iter().enumerate() {
+                        if let Some(l) = l {
+                            self.set(root, i, &l);
+                        }
+                    }
+                }
+                if x == self.fc.root && self.param0 != NONE {
+                    let p = self.param0;
+                    let leaves: Vec<Option<Dims>> = self.lay[x as usize].to_vec();
+                    for (i, l) in leaves.into_iter().enumerate() {
+                        if let Some(l) = l {
+                            self.set(p, i, &l);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Local propagation between `u`'s result and its operands.
+    fn step(&mut self, u: u32) {
+        let n = self.node(u);
+        let op = n.opcode;
+        match class(op) {
+            Class::Preserving => {
+                let r = match &*n.shape {
+                    Shape::Array(a) => a.rank(),
+                    s => match leaf_shapes(s).first() {
+                        Some(a) => a.rank(),
+                        None => return,
+                    },
+                };
+                if r == 0 {
+                    return;
+                }
+                let nleaves = self.lay[u as usize].len();
+                // First known layout among the linked buffers.
+                let mut known: Option<Dims> = None;
+                for i in 0..nleaves {
+                    if self.leaf_rank(u, i) == Some(r) {
+                        if let Some(l) = self.get(u, i) {
+                            known = Some(l.clone());
+                            break;
+                        }
+                    }
+                }
+                let ops = n.operands.clone();
+                if known.is_none() {
+                    for &o in &ops {
+                        if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                            if let Some(l) = self.get(o, 0) {
+                                known = Some(l.clone());
+                                break;
+                            }
+                        }
+                    }
+                }
+                let Some(l) = known else { return };
+                for i in 0..nleaves {
+                    if self.leaf_rank(u, i) == Some(r) {
+                        self.set(u, i, &l);
+                    }
+                }
+                for &o in &ops {
+                    if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                        self.set(o, 0, &l);
+                    }
+                }
+            }
+            Class::Tuple => {
+                let ops = n.operands.clone();
+                let mut off = 0;
+                for o in ops {
+                    let k = self.lay[o as usize].len();
+                    for i in 0..k {
+                        self.link(o, i, u, off + i);
+                    }
+                    off += k;
+                }
+            }
+            Class::Gte => {
+                let Some(&o) = n.operands.first() else { return };
+                let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(-1);
+                let Some((start, len)) = usize::try_from(idx)
+                    .ok()
+                    .and_then(|k| elem_range(&self.node(o).shape, k))
+                else {
+                    return;
+                };
+                for i in 0..len {
+                    self.link(o, start + i, u, i);
+                }
+            }
+            Class::Identity => {
+                let Some(&o) = n.operands.first() else { return };
+                let k = self.lay[o as usize].len().min(self.lay[u as usize].len());
+                for i in 0..k {
+                    self.link(o, i, u, i);
+                }
+            }
+            Class::Transpose => {
+                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.clone()) else { return };
+                let Some(&o) = n.operands.first() else { return };
+                let out = self.get(u, 0).cloned();
+                let inp = self.operand_layout(u, 0);
+                match (inp, out) {
+                    (Some(i), None) => {
+                        if let Some(l) = tiling::transpose_output_layout(&perm, &i) {
+                            self.set(u, 0, &l);
+                        }
+                    }
+                    (None, Some(ol)) => {
+                        if let Some(l) = tiling::transpose_operand_layout(&perm, &ol) {
+                            self.set(o, 0, &l);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Class::Reshape => {
+                let Some(&o) = n.operands.first() else { return };
+                let (Some(a), Some(b)) = (self.node(o).shape.as_array(), n.shape.as_array()) else {
+                    return;
+                };
+                let (from, to) = (a.dims.clone(), b.dims.clone());
+                let out = self.get(u, 0).cloned();
+                let inp = self.operand_layout(u, 0);
+                match (inp, out) {
+                    (Some(i), None) => {
+                        if let Some(l) = tiling::reshape_layout(&from, &i, &to) {
+                            self.set(u, 0, &l);
+                        }
+                    }
+                    (None, Some(ol)) => {
+                        if let Some(l) = tiling::reshape_layout(&to, &ol, &from) {
+                            self.set(o, 0, &l);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Class::Broadcast => {
+                let Some(&o) = n.operands.first() else { return };
+                if self.get(o, 0).is_some() {
+                    return;
+                }
+                let Some(out) = self.get(u, 0).cloned() else { return };
+                let dims = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let l: Dims = out
+                    .iter()
+                    .filter_map(|d| dims.iter().position(|x| x == d).map(|p| p as i64))
+                    .collect();
+                self.set(o, 0, &l);
+            }
+            Class::Reduce => {
+                let reduced = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let k = n.operands.len() / 2;
+                for i in 0..k {
+                    if self.get(u, i).is_some() {
+                        continue;
+                    }
+                    let Some(inp) = self.operand_layout(u, i) else { continue };
+                    let l: Dims = inp
+                        .iter()
+                        .filter(|d| !reduced.contains(d))
+                        .map(|&d| d - reduced.iter().filter(|&&r| r < d).count() as i64)
+                        .collect();
+                    self.set(u, i, &l);
+                }
+            }
+            Class::DefaultLayout | Class::Other => {}
+        }
+    }
+
+    /// Make leaf `i` of `a` and leaf `j` of `b` equal if one of them is known.
+    fn link(&mut self, a: u32, i: usize, b: u32, j: usize) {
+        match (self.get(a, i).cloned(), self.get(b, j).cloned()) {
+            (Some(l), None) => self.set(b, j, &l),
+            (None, Some(l)) => self.set(a, i, &l),
+            _ => {}
+        }
+    }
+
+    /// Record a use requirement and propagate it to the operand's definition.
+    fn require(&mut self, u: u32, slot: usize, leaves: Leaves) {
+        let Some(&o) = self.node(u).operands.get(slot) else { return };
+        self.set_all(o, &leaves);
+        self.reqs.insert((u, slot as u32), leaves);
+        self.drain();
+    }
+}
+
+/// Preferred convolution layouts `(input, kernel, output)` as minor_to_major.
+fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
+    let cd = n.src?.attrs.conv_dims.as_ref()?;
+    let act = |batch: i64, feature: i64, spatial: &[i64], dims: &[i64]| -> Option<Dims> {
+        let bsize = *dims.get(usize::try_from(batch).ok()?)?;
+        let mut mtm: Dims = Dims::new();
+        if bsize >= 8 {
+            mtm.extend(spatial.iter().copied());
+            mtm.push(batch);
+        } else {
+            mtm.push(batch);
+            mtm.extend(spatial.iter().copied());
+        }
+        mtm.push(feature);
+        if mtm.len() != dims.len() {
+            return None;
+        }
+        mtm.reverse();
+        Some(mtm)
+    };
+    let input = act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?;
+    let output = act(cd.output_batch, cd.output_feature, &cd.output_spatial, n.dims())?;
+    let mut k: Dims = cd.kernel_spatial.iter().copied().collect();
+    k.push(cd.kernel_input_feature);
+    k.push(cd.kernel_output_feature);
+    k.reverse();
+    Some((input, k, output))
+}
+
+/// Is `m2m` a layout the MXU can read a dot operand in: batch dims most-major, then the
+/// free and the contracting dims each contiguous?
+fn dot_layout_ok(m2m: &[i64], batch: &[i64], contracting: &[i64]) -> bool {
+    let mtm: SmallVec<[i64; 8]> = m2m.iter().rev().copied().collect();
+    let nb = batch.len();
+    if mtm.len() < nb || !mtm[..nb].iter().all(|d| batch.contains(d)) {
+        return false;
+    }
+    // Count runs of (contracting vs free) in the rest.
+    let mut runs = 0;
+    let mut last: Option<bool> = None;
+    for d in &mtm[nb..] {
+        let c = contracting.contains(d);
+        if last != Some(c) {
+            runs += 1;
+            last = Some(c);
+        }
+    }
+    runs <= 2
+}
+
+/// Canonical dot operand layout `[batch, free, contracting]` major → minor.
+fn dot_canonical(rank: usize, batch: &[i64], contracting: &[i64]) -> Dims {
+    let mut mtm: Dims = batch.iter().copied().collect();
+    for d in 0..rank as i64 {
+        if !batch.contains(&d) && !contracting.contains(&d) {
+            mtm.push(d);
+        }
+    }
+    mtm.extend(contracting.iter().copied());
+    mtm.reverse();
+    mtm
+}
+
+/// Run layout assignment on every flattened computation; returns counters.
+pub(crate) fn assign(flat: &mut Flat<'_>, cfg: &ResolvedConfig) -> LayoutStats {
+    let m = flat.module;
+    // Boundary layouts of embedded computations (as written).
+    let embedded = |c: CompId| -> CompLayouts {
+        let comp = m.comp(c);
+        CompLayouts {
+            params: comp
+                .params
+                .iter()
+                .map(|&p| written_leaves(&comp.instr(p).shape))
+                .collect(),
+            root: comp
+                .graph
+                .node_weight(comp.root)
+                .map(|r| written_leaves(&r.shape))
+                .unwrap_or_default(),
+        }
+    };
+    // Processing order: callees first; a while body before its condition; branch 0 first.
+    let nflat = flat.comps.len();
+    let mut order: Vec<(usize, Role)> = Vec::with_capacity(nflat);
+    let mut state = vec![0u8; nflat]; // 0 new, 1 in progress, 2 done
+    let mut roles: Vec<Option<Role>> = vec![None; nflat];
+    if let Some(e) = flat.flat_of.get(m.entry).copied().flatten() {
+        roles[e] = Some(Role::Entry);
+        visit(flat, e, &mut state, &mut order, &mut roles);
+    }
+    let mut done: Vec<Option<CompLayouts>> = vec![None; nflat];
+    let flat_of = flat.flat_of.clone();
+    let mut stats = LayoutStats::default();
+    for (fi, _) in order {
+        let role = roles[fi].clone().unwrap_or(Role::Other);
+        // Resolve role details that depend on already processed computations.
+        let role = match role {
+            Role::Cond(_) => {
+                let body = find_body_for_cond(flat, fi);
+                let l = body
+                    .and_then(|b| done[b].as_ref())
+                    .and_then(|c| c.params.first().cloned())
+                    .unwrap_or_default();
+                Role::Cond(l)
+            }
+            Role::Branch(_) => {
+                let b0 = find_branch0(flat, fi);
+                match b0 {
+                    Some(b) if b != fi => Role::Branch(done[b].as_ref().map(|c| c.root.clone())),
+                    _ => Role::Branch(None),
+                }
+            }
+            r => r,
+        };
+        let boundary = |c: CompId| -> Option<CompLayouts> {
+            match flat_of.get(c).copied().flatten() {
+                Some(f) => done[f].clone(),
+                None => Some(embedded(c)),
+            }
+        };
+        let (cl, st) = solve_comp(flat, fi, &role, cfg, &boundary);
+        stats.copies += st.copies;
+        stats.bitcasts += st.bitcasts;
+        done[fi] = Some(cl);
+    }
+    stats
+}
+
+fn visit(flat: &Flat<'_>, fi: usize, state: &mut [u8], order: &mut Vec<(usize, Role)>, roles: &mut [Option<Role>]) {
+    if state[fi] != 0 {
+        return;
+    }
+    state[fi] = 1;
+    let fc = &flat.comps[fi];
+    for &x in &fc.order {
+        let n = &fc.nodes[x as usize];
+        match n.opcode {
+            Opcode::While => {
+                let body = n.src.and_then(|s| s.attrs.called_with(CallRole::Body));
+                let cond = n.src.and_then(|s| s.attrs.called_with(CallRole::Condition));
+                for (c, role) in [(body, Role::Body), (cond, Role::Cond(Leaves::new()))] {
+                    if let Some(f) = c.and_then(|c| flat.flat_of.get(c).copied().flatten()) {
+                        if roles[f].is_none() {
+                            roles[f] = Some(role);
+                        }
+                        visit(flat, f, state, order, roles);
+                    }
+                }
+            }
+            Opcode::Conditional => {
+                for &(_, c) in n.called() {
+                    if let Some(f) = flat.flat_of.get(c).copied().flatten() {
+                        if roles[f].is_none() {
+                            roles[f] = Some(Role::Branch(None));
+                        }
+                        visit(flat, f, state, order, roles);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    state[fi] = 2;
+    order.push((fi, Role::Other));
+}
+
+/// The body of the while whose condition is flat computation `fi`.
+fn find_body_for_cond(flat: &Flat<'_>, fi: usize) -> Option<usize> {
+    let c = flat.comps[fi].comp;
+    for fc in &flat.comps {
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
+            if n.opcode == Opcode::While {
+                let s = n.src?;
+                if s.attrs.called_with(CallRole::Condition) == Some(c) {
+                    return s
+                        .attrs
+                        .called_with(CallRole::Body)
+                        .and_then(|b| flat.flat_of.get(b).copied().flatten());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Branch 0 of the conditional that calls flat computation `fi`.
+fn find_branch0(flat: &Flat<'_>, fi: usize) -> Option<usize> {
+    let c = flat.comps[fi].comp;
+    for fc in &flat.comps {
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
+            if n.opcode == Opcode::Conditional && n.called().iter().any(|&(_, b)| b == c) {
+                let &(_, b0) = n.called().first()?;
+                return flat.flat_of.get(b0).copied().flatten();
+            }
+        }
+    }
+    None
+}
+
+fn solve_comp(
+    flat: &mut Flat<'_>,
+    fi: usize,
+    role: &Role,
+    cfg: &ResolvedConfig,
+    boundary: &dyn Fn(CompId) -> Option<CompLayouts>,
+) -> (CompLayouts, LayoutStats) {
+    let m = flat.module;
+    let fc = &flat.comps[fi];
+    let lay: Vec<SmallVec<[Option<Dims>; 1]>> = fc
+        .nodes
+        .iter()
+        .map(|n| SmallVec::from_elem(None, leaf_count(&n.shape)))
+        .collect();
+    let param0 = fc.params.first().copied().unwrap_or(NONE);
+    let mut s = Solver {
+        fc,
+        lay,
+        reqs: HashMap::default(),
+        root_req: None,
+        stack: Vec::new(),
+        body_link: matches!(role, Role::Body) && param0 != NONE,
+        param0,
+    };
+    let order = fc.order.clone();
+
+    // 1. Fixed layouts.
+    match role {
+        Role::Entry => {
+            let given = m.attrs.entry_computation_layout.as_ref();
+            for (k, &p) in fc.params.iter().enumerate() {
+                if p == NONE {
+                    continue;
+                }
+                let shape = &fc.nodes[p as usize].shape;
+                let leaves = match given.and_then(|(ps, _)| ps.get(k)) {
+                    Some(g) if g.compatible(shape) => written_leaves(g),
+                    _ => default_leaves(shape),
+                };
+                s.set_all(p, &leaves);
+                s.drain();
+            }
+        }
+        Role::Cond(l) => {
+            if param0 != NONE {
+                s.set_all(param0, l);
+                s.drain();
+            }
+        }
+        _ => {}
+    }
+    for &x in &order {
+        let n = s.node(x);
+        match n.opcode {
+            Opcode::While => {
+                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                    if let Some(p) = b.params.first() {
+                        s.set_all(x, p);
+                    }
+                }
+            }
+            Opcode::Conditional => {
+                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
+                    s.set_all(x, &b.root);
+                }
+            }
+            Opcode::Fusion => {
+                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
+                    s.set_all(x, &b.root);
+                }
+            }
+            op if class(op) == Class::DefaultLayout => {
+                let l = default_leaves(&n.shape);
+                s.set_all(x, &l);
+            }
+            _ => continue,
+        }
+        s.drain();
+    }
+
+    // 2. The configuration.
+    if !cfg.layouts.is_empty() {
+        for &x in &order {
+            let n = s.node(x);
+            if n.origin == NONE {
+                continue;
+            }
+            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else { continue };
+            if let Some(o) = &nl.output {
+                s.set(x, 0, o);
+                s.drain();
+            }
+            for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
+                if let Some(l) = l {
+                    s.require(x, slot, SmallVec::from_elem(l.clone(), 1));
+                }
+            }
+        }
+    }
+
+    // 3. Uses that need a layout.
+    match role {
+        Role::Entry => {
+            let root = fc.root;
+            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
+                if r.compatible(&fc.nodes[root as usize].shape) {
+                    let l = written_leaves(r);
+                    s.set_all(root, &l);
+                    s.root_req = Some(l);
+                    s.drain();
+                }
+            }
+        }
+        Role::Branch(Some(l)) => {
+            s.set_all(fc.root, l);
+            s.root_req = Some(l.clone());
+            s.drain();
+        }
+        _ => {}
+    }
+    for &x in &order {
+        let n = s.node(x);
+        match n.opcode {
+            Opcode::While => {
+                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                    if let Some(p) = b.params.first() {
+                        s.require(x, 0, p.clone());
+                    }
+                }
+            }
+            Opcode::Conditional => {
+                let called: Vec<CompId> = n.called().iter().map(|&(_, c)| c).collect();
+                for (k, c) in called.into_iter().enumerate() {
+                    if let Some(p) = boundary(c).and_then(|b| b.params.first().cloned()) {
+                        s.require(x, k + 1, p);
+                    }
+                }
+            }
+            Opcode::Fusion => {
+                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
+                    for (k, p) in b.params.iter().enumerate() {
+                        s.require(x, k, p.clone());
+                    }
+                }
+            }
+            op if class(op) == Class::DefaultLayout => {
+                let ops = n.operands.clone();
+                for (k, o) in ops.into_iter().enumerate() {
+                    let l = default_leaves(&s.node(o).shape);
+                    s.require(x, k, l);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // 4. TPU preferences for convolution and dot.
+    for &x in &order {
+        let n = s.node(x);
+        let configured = if n.origin != NONE {
+            cfg.layouts.get(&(n.origin as usize))
+        } else {
+            None
+        };
+        match n.opcode {
+            Opcode::Convolution => {
+                let Some(&lhs) = n.operands.first() else { continue };
+                let lhs_dims: Dims = s.node(lhs).dims().iter().copied().collect();
+                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else { continue };
+                if configured.and_then(|c| c.output.as_ref()).is_none() {
+                    s.set(x, 0, &o);
+                    s.drain();
+                }
+                if configured.and_then(|c| c.input.as_ref()).is_none() {
+                    s.require(x, 0, SmallVec::from_elem(i, 1));
+                }
+                if configured.and_then(|c| c.kernel.as_ref()).is_none() {
+                    s.require(x, 1, SmallVec::from_elem(k, 1));
+                }
+            }
+            Opcode::Dot => {
+                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else { continue };
+                if configured.and_then(|c| c.output.as_ref()).is_none() {
+                    let r = n.rank();
+                    s.set(x, 0, &row_major(r));
+                    s.drain();
+                }
+                let sides = [
+                    (0usize, &dd.lhs_batch, &dd.lhs_contracting, configured.and_then(|c| c.input.as_ref())),
+                    (1, &dd.rhs_batch, &dd.rhs_contracting, configured.and_then(|c| c.kernel.as_ref())),
+                ];
+                for (slot, batch, contracting, conf) in sides {
+                    if conf.is_some() {
+                        continue;
+                    }
+                    let Some(&o) = s.node(x).operands.get(slot) else { continue };
+                    let rank = s.node(o).rank();
+                    let cur = s.get(o, 0).cloned();
+                    let rm = row_major(rank);
+                    let want = match cur {
+                        Some(c) if dot_layout_ok(&c, batch, contracting) => c,
+                        _ if dot_layout_ok(&rm, batch, contracting) => rm,
+                        _ => dot_canonical(rank, batch, contracting),
+                    };
+                    s.require(x, slot, SmallVec::from_elem(want, 1));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // 5. Row-major for the rest, in program order.
+    for &x in &order {
+        let nl = s.lay[x as usize].len();
+        for i in 0..nl {
+            if s.get(x, i).is_none() {
+                let r = s.leaf_rank(x, i).unwrap_or(0);
+                s.set(x, i, &row_major(r));
+                s.drain();
+            }
+        }
+    }
+
+    // Body results must come back in the parameter layout.
+    if let Role::Body = role {
+        if param0 != NONE {
+            let l: Leaves = s.lay[param0 as usize].iter().map(|x| x.clone().unwrap_or_default()).collect();
+            s.root_req = Some(l);
+        }
+    }
+
+    let Solver { lay, reqs, root_req, .. } = s;
+    let fc = &mut flat.comps[fi];
+    for (n, l) in fc.nodes.iter_mut().zip(lay) {
+        n.layouts = l.into_iter().map(|x| x.unwrap_or_default()).collect();
+    }
+    // A tuple has no buffer of its own here: its leaves are its operands'.
+    for k in 0..fc.order.len() {
+        let x = fc.order[k] as usize;
+        match fc.nodes[x].opcode {
+            Opcode::Tuple => {
+                let l: Leaves = fc.nodes[x]
+                    .operands
+                    .iter()
+                    .flat_map(|&o| fc.nodes[o as usize].layouts.iter().cloned())
+                    .collect();
+                if l.len() == fc.nodes[x].layouts.len() {
+                    fc.nodes[x].layouts = l;
+                }
+            }
+            Opcode::GetTupleElement => {
+                let n = &fc.nodes[x];
+                let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(n.tuple_index);
+                let Some(&o) = n.operands.first() else { continue };
+                let on = &fc.nodes[o as usize];
+                if let Some((start, len)) = usize::try_from(idx).ok().and_then(|k| elem_range(&on.shape, k)) {
+                    if let Some(l) = on.layouts.get(start..start + len) {
+                        let l: Leaves = l.iter().cloned().collect();
+                        fc.nodes[x].layouts = l;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut stats = LayoutStats::default();
+    insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
+    to_bitcasts(fc, &mut stats);
+    let cl = CompLayouts {
+        params: fc
+            .params
+            .iter()
+            .map(|&p| if p == NONE { Leaves::new() } else { fc.nodes[p as usize].layouts.clone() })
+            .collect(),
+        root: fc.nodes[fc.root as usize].layouts.clone(),
+    };
+    (cl, stats)
+}
+
+/// The layout a use requires of operand `slot` of `u`, if any.
+fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<Leaves> {
+    if let Some(r) = reqs.get(&(u, slot as u32)) {
+        return Some(r.clone());
+    }
+    let n = &fc.nodes[u as usize];
+    if class(n.opcode) != Class::Preserving {
+        return None;
+    }
+    let out = n.layouts.first()?;
+    let r = out.len();
+    if r == 0 {
+        return None;
+    }
+    let o = &fc.nodes[*n.operands.get(slot)? as usize];
+    if o.shape.as_array().map(|a| a.rank()) == Some(r) {
+        Some(SmallVec::from_elem(out.clone(), 1))
+    } else {
+        None
+    }
+}
+
+struct CopyMaker<'n, 'a> {
+    names: &'n mut Namer<'a>,
+    memo: HashMap<(u32, Dims), u32, FxBuild>,
+    /// New nodes to place before the current user (or at the end for the root).
+    pending: Vec<u32>,
+}
+
+impl<'n, 'a> CopyMaker<'n, 'a> {
+    fn push(&mut self, fc: &mut FComp<'a>, node: FNode<'a>) -> u32 {
+        let id = fc.nodes.len() as u32;
+        fc.nodes.push(node);
+        self.pending.push(id);
+        id
+    }
+
+    /// A node holding the value of `o` in layout `want` (o itself if it already is).
+    fn with_layout(&mut self, fc: &mut FComp<'a>, o: u32, want: &[Dims], stats: &mut LayoutStats) -> u32 {
+        if fc.nodes[o as usize].layouts.as_slice() == want {
+            return o;
+        }
+        let shape = fc.nodes[o as usize].shape.clone();
+        match &*shape {
+            Shape::Array(_) => {
+                let Some(w) = want.first() else { return o };
+                if let Some(&c) = self.memo.get(&(o, w.clone())) {
+                    return c;
+                }
+                let name = self.names.fresh("copy");
+                let mut node = FNode::synthetic(Opcode::Copy, shape.into_owned(), &[o], name);
+                node.layouts = SmallVec::from_elem(w.clone(), 1);
+                let id = self.push(fc, node);
+                self.memo.insert((o, w.clone()), id);
+                stats.copies += 1;
+                id
+            }
+            Shape::Tuple(elems) => {
+                let mut parts: SmallVec<[u32; 4]> = SmallVec::new();
+                let mut off = 0;
+                for (k, e) in elems.iter().enumerate() {
+                    let n = leaf_count(e);
+                    let sub: Vec<Dims> = want.get(off..off + n).map(|s| s.to_vec()).unwrap_or_default();
+                    let have: Leaves = fc.nodes[o as usize]
+                        .layouts
+                        .get(off..off + n)
+                        .map(|s| s.iter().cloned().collect())
+                        .unwrap_or_default();
+                    off += n;
+                    let on = &fc.nodes[o as usize];
+                    let elem = if on.opcode == Opcode::Tuple {
+                        on.operands.get(k).copied()
+                    } else {
+                        None
+                    };
+                    let elem = match elem {
+                        Some(e) => e,
+                        None => {
+                            let name = self.names.fresh("get-tuple-element");
+                            let mut node = FNode::synthetic(Opcode::GetTupleElement, e.clone(), &[o], name);
+                            node.tuple_index = k as i64;
+                            node.layouts = have;
+                            self.push(fc, node)
+                        }
+                    };
+                    parts.push(self.with_layout(fc, elem, &sub, stats));
+                }
+                let name = self.names.fresh("tuple");
+                let mut node = FNode::synthetic(Opcode::Tuple, shape.into_owned(), &parts, name);
+                node.layouts = want.iter().cloned().collect();
+                self.push(fc, node)
+            }
+            Shape::Buffer(_) => o,
+        }
+    }
+}
+
+fn insert_copies<'a>(
+    fc: &mut FComp<'a>,
+    reqs: &HashMap<(u32, u32), Leaves, FxBuild>,
+    root_req: Option<&Leaves>,
+    names: &mut Namer<'a>,
+    stats: &mut LayoutStats,
+) {
+    let mut mk = CopyMaker {
+        names,
+        memo: HashMap::default(),
+        pending: Vec::new(),
+    };
+    let old = std::mem::take(&mut fc.order);
+    let mut order = Vec::with_capacity(old.len() + 8);
+    for &u in &old {
+        let nops = fc.nodes[u as usize].operands.len();
+        for slot in 0..nops {
+            let Some(req) = requirement(fc, reqs, u, slot) else { continue };
+            let o = fc.nodes[u as usize].operands[slot];
+            let v = mk.with_layout(fc, o, &req, stats);
+            if v != o {
+                fc.nodes[u as usize].operands[slot] = v;
+            }
+        }
+        order.append(&mut mk.pending);
+        order.push(u);
+    }
+    if let Some(req) = root_req {
+        let r = fc.root;
+        let v = mk.with_layout(fc, r, req, stats);
+        order.append(&mut mk.pending);
+        fc.root = v;
+    }
+    fc.order = order;
+    fc.rebuild_users();
+}
+
+/// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.
+fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
+    for k in 0..fc.order.len() {
+        let x = fc.order[k];
+        let n = &fc.nodes[x as usize];
+        if !matches!(n.opcode, Opcode::Transpose | Opcode::Reshape) {
+            continue;
+        }
+        let Some(&o) = n.operands.first() else { continue };
+        let on = &fc.nodes[o as usize];
+        let (Some(a), Some(b)) = (on.shape.as_array(), n.shape.as_array()) else { continue };
+        let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else { continue };
+        if a.element_type != b.element_type {
+            continue;
+        }
+        let logical = if n.opcode == Opcode::Transpose {
+            let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else { continue };
+            tiling::transpose_is_bitcast(perm, &a.dims, am, bm)
+        } else {
+            tiling::reshape_is_bitcast(&a.dims, am, &b.dims, bm)
+        };
+        if !logical {
+            continue;
+        }
+        let at = tiling::tpu_tiles(a.element_type, &a.dims, am);
+        let bt = tiling::tpu_tiles(b.element_type, &b.dims, bm);
+        if tiling::tiled_compatible(&a.dims, am, &at, &b.dims, bm, &bt) {
+            fc.nodes[x as usize].opcode = Opcode::Bitcast;
+            stats.bitcasts += 1;
+        }
+    }
+}

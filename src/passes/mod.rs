@@ -1,0 +1,241 @@
+//! The compiler simulator: layout assignment and fusion under a [`CompilationConfig`],
+//! as XLA's TPU pipeline does them (docs/passes.md).
+//!
+//! ```no_run
+//! use tpusim::passes::{compile, CompilationConfig};
+//! let text = std::fs::read_to_string("model.hlo").unwrap();
+//! let module = tpusim::hlo::parse_module("model.hlo", &text).unwrap();
+//! let compiled = compile(&module, &CompilationConfig::default()).unwrap();
+//! println!("{}", tpusim::hlo::print_module(&compiled.module));
+//! println!("{}", compiled.kernels_json());
+//! ```
+
+pub mod config;
+pub mod emit;
+pub mod error;
+mod flat;
+pub mod fusion;
+pub mod kernel;
+pub mod layout;
+pub mod tiling;
+pub mod verify;
+
+pub use config::{
+    configurable_nodes, is_configurable, CompilationConfig, FusionConfig, FusionOverride,
+    FusionPolicy, KernelRef, LayoutEntry, NodeRef, NodeTable, TileBounds, TileEntry,
+    CONFIGURABLE_OPCODES,
+};
+pub use emit::while_trip_count;
+pub use error::CompileError;
+pub use kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
+pub use layout::LayoutStats;
+
+use serde::Serialize;
+
+use crate::ir::Module;
+
+/// Counters of one compilation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CompileStats {
+    /// Instructions in the input module.
+    pub input_instructions: usize,
+    /// Instructions in the output module (fused computations included).
+    pub output_instructions: usize,
+    /// `copy` instructions inserted by layout assignment.
+    pub copies_inserted: usize,
+    /// Transposes/reshapes that became bitcasts.
+    pub bitcasts: usize,
+    /// Fusion instructions created.
+    pub fusions: usize,
+}
+
+/// A compiled module: the module after layout assignment and fusion, and its kernels.
+#[derive(Debug, Clone)]
+pub struct CompiledModule {
+    /// Valid HLO: `hlo::print_module` prints it and `hlo::parse_module` reads it back.
+    pub module: Module,
+    /// Fusions and unfused instructions, in execution order (entry computation order;
+    /// the kernels of a while body/condition or conditional branch follow the kernels
+    /// before the `while`/`conditional`, tagged with their [`CallSite`]).
+    pub kernels: Vec<Kernel>,
+    pub stats: CompileStats,
+    /// Fusion overrides that could not be honoured, with the reason.
+    pub notes: Vec<String>,
+}
+
+/// JSON view of a compiled module's kernels.
+#[derive(Debug, Serialize)]
+pub struct KernelsView<'a> {
+    pub module: &'a str,
+    pub stats: CompileStats,
+    pub kernels: &'a [Kernel],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub notes: &'a [String],
+}
+
+impl CompiledModule {
+    /// Pretty JSON: `{"module", "stats", "kernels": [...], "notes"}`.
+    pub fn kernels_json(&self) -> String {
+        serde_json::to_string_pretty(&KernelsView {
+            module: &self.module.name,
+            stats: self.stats,
+            kernels: &self.kernels,
+            notes: &self.notes,
+        })
+        .unwrap_or_default()
+    }
+}
+
+/// Compile `module` under `config`: inline calls, assign layouts (inserting copies and
+/// bitcasts, attaching TPU tiles), fuse, and list the kernels. The input is not modified.
+pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
+    let t0 = std::time::Instant::now();
+    let mut flat = flat::Flat::build(module)?;
+    let t1 = t0.elapsed();
+    let resolved = config::resolve(module, &flat.table, config)?;
+    check_overrides(&flat, &resolved, module)?;
+    let lstats = layout::assign(&mut flat, &resolved);
+    let t2 = t0.elapsed();
+    let plans: Vec<fusion::FusionPlan> = flat.comps.iter().map(|fc| fusion::plan(fc, &resolved)).collect();
+    let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
+    let fusions = plans.iter().map(|p| p.groups.len()).sum();
+    let t3 = t0.elapsed();
+    let emitted = emit::emit(&mut flat, &plans)?;
+    let t4 = t0.elapsed();
+    let mut kernels = emitted.kernels;
+    apply_tiles(&mut kernels, config)?;
+    let module_out = emitted.module;
+    if cfg!(debug_assertions) {
+        verify::verify(&module_out)?;
+    }
+    if std::env::var("TPUSIM_TIME").is_ok() { eprintln!("TIMING flat {t1:?} layout {t2:?} fusion {t3:?} emit {t4:?} verify {:?}", t0.elapsed()); }
+    let stats = CompileStats {
+        input_instructions: module.instruction_count(),
+        output_instructions: module_out.instruction_count(),
+        copies_inserted: lstats.copies,
+        bitcasts: lstats.bitcasts,
+        fusions,
+    };
+    Ok(CompiledModule {
+        module: module_out,
+        kernels,
+        stats,
+        notes,
+    })
+}
+
+/// Every fusion override must name a real producer → consumer edge (after inlining).
+fn check_overrides(flat: &flat::Flat<'_>, cfg: &config::ResolvedConfig, m: &Module) -> Result<(), CompileError> {
+    if cfg.no_fuse.is_empty() && cfg.force_fuse.is_empty() {
+        return Ok(());
+    }
+    let mut edges = std::collections::HashSet::new();
+    for fc in &flat.comps {
+        for n in &fc.nodes {
+            for &o in &n.operands {
+                let po = fc.nodes[o as usize].origin;
+                if po != flat::NONE && n.origin != flat::NONE {
+                    edges.insert((po as usize, n.origin as usize));
+                }
+            }
+        }
+    }
+    let name = |i: usize| {
+        flat.table
+            .nodes
+            .get(i)
+            .map(|&(c, id)| m.comp(c).instr(id).name.clone())
+            .unwrap_or_else(|| format!("#{i}"))
+    };
+    for &(p, c) in cfg.no_fuse.iter().chain(cfg.force_fuse.iter()) {
+        if !edges.contains(&(p, c)) {
+            return Err(CompileError::NotAnEdge {
+                producer: name(p),
+                consumer: name(c),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Attach configured tile bounds to kernels, checking them against the tensors.
+fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), CompileError> {
+    if cfg.tile.is_empty() {
+        return Ok(());
+    }
+    let by_name: std::collections::HashMap<&str, usize> =
+        kernels.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+    let mut seen = std::collections::HashSet::new();
+    let mut assign: Vec<(usize, TileBounds)> = Vec::new();
+    for t in &cfg.tile {
+        let i = match &t.kernel {
+            KernelRef::Index(i) if *i < kernels.len() => *i,
+            KernelRef::Name(n) if by_name.contains_key(n.strip_prefix('%').unwrap_or(n)) => {
+                by_name[n.strip_prefix('%').unwrap_or(n)]
+            }
+            other => {
+                return Err(CompileError::UnknownKernel {
+                    kernel: other.to_string(),
+                    count: kernels.len(),
+                })
+            }
+        };
+        let k = &kernels[i];
+        let label = format!("'{}' (#{i})", k.name);
+        if !seen.insert(i) {
+            return Err(CompileError::DuplicateTile { kernel: label });
+        }
+        let mxu = matches!(k.hero, crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot);
+        let check = |field: &'static str, bounds: &[i64], tensor: &'static str, shape: Option<&PhysicalShape>, missing: &str| -> Result<(), CompileError> {
+            if bounds.is_empty() {
+                return Ok(());
+            }
+            let Some(s) = shape else {
+                return Err(CompileError::TileNoTensor {
+                    kernel: label.clone(),
+                    field,
+                    reason: missing.to_string(),
+                });
+            };
+            if bounds.len() > s.physical_dims.len() {
+                return Err(CompileError::TileRank {
+                    kernel: label.clone(),
+                    field,
+                    got: bounds.len(),
+                    rank: s.physical_dims.len(),
+                    tensor,
+                    shape: s.text(),
+                });
+            }
+            for (j, (&b, &d)) in bounds.iter().zip(&s.physical_dims).enumerate() {
+                if b < 1 || b > d.max(1) {
+                    return Err(CompileError::TileBound {
+                        kernel: label.clone(),
+                        field,
+                        index: j,
+                        bound: b,
+                        dim: d,
+                        tensor,
+                        shape: s.text(),
+                    });
+                }
+            }
+            Ok(())
+        };
+        check("output_bounds", &t.bounds.output_bounds, "output", k.outputs.first(), "the kernel has no array output")?;
+        let kernel_operand = if mxu { k.hero_operands.get(1) } else { None };
+        check(
+            "kernel_bounds",
+            &t.bounds.kernel_bounds,
+            "kernel",
+            kernel_operand,
+            &format!("its hero is {} (only convolution/dot kernels have a kernel operand)", k.hero),
+        )?;
+        check("input_bounds", &t.bounds.input_bounds, "input", k.hero_operands.first(), "the hero has no operands")?;
+        assign.push((i, t.bounds.clone()));
+    }
+    for (i, b) in assign {
+        kernels[i].tile = Some(b);
+    }
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! TPU tiled layouts (spec §5.5) and the layout algebra the passes need: physical
+//! dimension orders, layouts that make a reshape or transpose a bitcast, and the
+//! bitcast test with tiles.
+
+use smallvec::SmallVec;
+
+use crate::ir::{ArrayShape, Dims, Layout, PrimitiveType, Tile};
+
+/// Row-major `minor_to_major` for a rank.
+pub fn row_major(rank: usize) -> Dims {
+    (0..rank as i64).rev().collect()
+}
+
+/// True if `m2m` is a permutation of `0..rank`.
+pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
+    if m2m.len() != rank {
+        return false;
+    }
+    let mut seen: SmallVec<[bool; 8]> = SmallVec::from_elem(false, rank);
+    for &d in m2m {
+        match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
+            Some(s) if !*s => *s = true,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Physical dims, major → minor.
+pub fn physical_dims(dims: &[i64], m2m: &[i64]) -> Dims {
+    m2m.iter()
+        .rev()
+        .map(|&d| dims.get(d as usize).copied().unwrap_or(1))
+        .collect()
+}
+
+fn tile(d: &[i64]) -> Tile {
+    Tile {
+        dims: d.iter().copied().collect(),
+    }
+}
+
+/// The TPU tiling XLA's TPU backend attaches to an array of this element type, dims
+/// and `minor_to_major` (spec §5.5; the table is in docs/passes.md):
+///
+/// * rank ≥ 2: 32-bit `T(s,128)` with `s` = 1, 2, 4 or 8 (the smallest that holds the
+///   second-minor dim, capped at 8); 16-bit `T(8,128)(2,1)`; 8-bit and pred `T(8,128)(4,1)`;
+/// * rank 1: 32-bit `T(128)`/`T(256)`/`T(1024)` by size, 16-bit `T(512)`/`T(1024)`,
+///   8-bit `T(1024)`;
+/// * scalars: f32 `T(256)`, other 32-bit `T(128)`, 16-bit `T(512)`, 8-bit `T(1024)`;
+/// * 64-bit, complex, sub-byte and non-array types: untiled.
+pub fn tpu_tiles(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> SmallVec<[Tile; 2]> {
+    let mut out = SmallVec::new();
+    if !et.is_array() || et.is_complex() {
+        return out;
+    }
+    let bits = if et == PrimitiveType::Pred {
+        8
+    } else {
+        et.bit_width()
+    };
+    if !matches!(bits, 8 | 16 | 32) {
+        return out;
+    }
+    match dims.len() {
+        0 => {
+            let n = match bits {
+                32 if et == PrimitiveType::F32 => 256,
+                32 => 128,
+                16 => 512,
+                _ => 1024,
+            };
+            out.push(tile(&[n]));
+        }
+        1 => {
+            let n = dims[0].max(1);
+            let t = match bits {
+                32 if n <= 128 => 128,
+                32 if n <= 256 => 256,
+                16 if n <= 512 => 512,
+                _ => 1024,
+            };
+            out.push(tile(&[t]));
+        }
+        _ => {
+            let second = m2m
+                .get(1)
+                .and_then(|&d| dims.get(d as usize))
+                .copied()
+                .unwrap_or(1);
+            match bits {
+                32 => {
+                    let s = if second <= 1 {
+                        1
+                    } else if second <= 2 {
+                        2
+                    } else if second <= 4 {
+                        4
+                    } else {
+                        8
+                    };
+                    out.push(tile(&[s, 128]));
+                }
+                16 => {
+                    out.push(tile(&[8, 128]));
+                    out.push(tile(&[2, 1]));
+                }
+                _ => {
+                    out.push(tile(&[8, 128]));
+                    out.push(tile(&[4, 1]));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A TPU layout (minor_to_major plus tiles).
+pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
+    Layout {
+        minor_to_major: m2m.iter().copied().collect(),
+        tiles: tpu_tiles(et, dims, m2m).into_vec(),
+        ..Default::default()
+    }
+}
+
+/// Elements occupied with the first tile's padding (XLA's `ArraySize` / element size).
+pub fn padded_elements(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> u64 {
+    let mut a = ArrayShape::new(PrimitiveType::S8, dims);
+    a.layout = Some(Layout {
+        minor_to_major: m2m.iter().copied().collect(),
+        tiles: tiles.iter().cloned().collect(),
+        ..Default::default()
+    });
+    a.padded_byte_size()
+}
+
+/// Dimension groups of a reshape: for each non-degenerate input/output dim the index of
+/// the smallest group of consecutive dims whose sizes multiply to the same number on
+/// both sides (`usize::MAX` for size-1 dims). `None` if the element counts differ.
+fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(SmallVec<[usize; 8]>, SmallVec<[usize; 8]>)> {
+    let mut ga: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, a.len());
+    let mut gb: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, b.len());
+    let ia: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| a[i] != 1).collect();
+    let ib: SmallVec<[usize; 8]> = (0..b.len()).filter(|&i| b[i] != 1).collect();
+    let (mut i, mut j, mut g) = (0usize, 0usize, 0usize);
+    while i < ia.len() && j < ib.len() {
+        let mut pa = a[ia[i]];
+        ga[ia[i]] = g;
+        i += 1;
+        let mut pb = b[ib[j]];
+        gb[ib[j]] = g;
+        j += 1;
+        while pa != pb {
+            if pa < pb {
+                let &d = ia.get(i)?;
+                pa = pa.checked_mul(a[d])?;
+                ga[d] = g;
+                i += 1;
+            } else {
+                let &d = ib.get(j)?;
+                pb = pb.checked_mul(b[d])?;
+                gb[d] = g;
+                j += 1;
+            }
+        }
+        g += 1;
+    }
+    if i < ia.len() || j < ib.len() {
+        return None;
+    }
+    Some((ga, gb))
+}
+
+/// Order of the groups in a physical layout, if every group's dims are contiguous and
+/// in logical order (major → minor).
+fn group_order(groups: &[usize], m2m: &[i64]) -> Option<SmallVec<[usize; 8]>> {
+    let mut order: SmallVec<[usize; 8]> = SmallVec::new();
+    let mut last: Option<(usize, usize)> = None; // (group, dim)
+    for &d in m2m.iter().rev() {
+        let d = d as usize;
+        let g = *groups.get(d)?;
+        if g == usize::MAX {
+            continue;
+        }
+        match last {
+            Some((lg, ld)) if lg == g => {
+                if d < ld {
+                    return None;
+                }
+            }
+            _ => {
+                if order.contains(&g) {
+                    return None;
+                }
+                order.push(g);
+            }
+        }
+        last = Some((g, d));
+    }
+    Some(order)
+}
+
+fn has_zero(d: &[i64]) -> bool {
+    d.contains(&0)
+}
+
+/// Layout of the reshape result `to` that makes `reshape(from{from_m2m})` a bitcast
+/// (ignoring tiles), with size-1 dims most-major. `None` if there is none.
+pub fn reshape_layout(from: &[i64], from_m2m: &[i64], to: &[i64]) -> Option<Dims> {
+    if has_zero(from) || has_zero(to) {
+        return Some(row_major(to.len()));
+    }
+    let (ga, gb) = reshape_groups(from, to)?;
+    let order = group_order(&ga, from_m2m)?;
+    // Major → minor: size-1 dims first, then the groups in order, each in logical order.
+    let mut major_to_minor: Dims = (0..to.len() as i64).filter(|&d| to[d as usize] == 1).collect();
+    for g in order {
+        for (d, &gd) in gb.iter().enumerate() {
+            if gd == g {
+                major_to_minor.push(d as i64);
+            }
+        }
+    }
+    if major_to_minor.len() != to.len() {
+        return None;
+    }
+    major_to_minor.reverse();
+    Some(major_to_minor)
+}
+
+/// True if `reshape(from{fm}) -> to{tm}` moves no data (ignoring tiles).
+pub fn reshape_is_bitcast(from: &[i64], fm: &[i64], to: &[i64], tm: &[i64]) -> bool {
+    if has_zero(from) || has_zero(to) {
+        return true;
+    }
+    let Some((ga, gb)) = reshape_groups(from, to) else {
+        return false;
+    };
+    match (group_order(&ga, fm), group_order(&gb, tm)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Output layout that makes `transpose(operand{in_m2m}), dimensions=perm` a bitcast.
+pub fn transpose_output_layout(perm: &[i64], in_m2m: &[i64]) -> Option<Dims> {
+    let mut inv: SmallVec<[i64; 8]> = SmallVec::from_elem(-1, perm.len());
+    for (i, &p) in perm.iter().enumerate() {
+        *inv.get_mut(usize::try_from(p).ok()?)? = i as i64;
+    }
+    in_m2m
+        .iter()
+        .map(|&d| usize::try_from(d).ok().and_then(|d| inv.get(d)).copied())
+        .collect()
+}
+
+/// Operand layout that makes the transpose a bitcast given its output layout.
+pub fn transpose_operand_layout(perm: &[i64], out_m2m: &[i64]) -> Option<Dims> {
+    out_m2m
+        .iter()
+        .map(|&d| usize::try_from(d).ok().and_then(|d| perm.get(d)).copied())
+        .collect()
+}
+
+/// True if the transpose moves no data (size-1 dims may move freely; ignoring tiles).
+pub fn transpose_is_bitcast(perm: &[i64], in_dims: &[i64], in_m2m: &[i64], out_m2m: &[i64]) -> bool {
+    // Physical order of the non-degenerate operand dims, major → minor.
+    let a: SmallVec<[i64; 8]> = in_m2m
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&d| in_dims.get(d as usize).copied().unwrap_or(1) != 1)
+        .collect();
+    let b: SmallVec<[i64; 8]> = out_m2m
+        .iter()
+        .rev()
+        .filter_map(|&d| perm.get(d as usize).copied())
+        .filter(|&d| in_dims.get(d as usize).copied().unwrap_or(1) != 1)
+        .collect();
+    a == b
+}
+
+/// Whether two tiled arrays holding the same elements in the same linear order also
+/// have the same bytes: same most-minor physical dim, same padded size, and the same
+/// second-minor dim or both second-minor dims multiples of their tiles' row counts.
+pub fn tiled_compatible(a_dims: &[i64], a_m2m: &[i64], a_tiles: &[Tile], b_dims: &[i64], b_m2m: &[i64], b_tiles: &[Tile]) -> bool {
+    if a_tiles.is_empty() && b_tiles.is_empty() {
+        return true;
+    }
+    let minor = |d: &[i64], m: &[i64], k: usize| -> i64 {
+        m.get(k)
+            .and_then(|&x| d.get(x as usize))
+            .copied()
+            .unwrap_or(1)
+    };
+    if minor(a_dims, a_m2m, 0) != minor(b_dims, b_m2m, 0) {
+        return false;
+    }
+    if padded_elements(a_dims, a_m2m, a_tiles) != padded_elements(b_dims, b_m2m, b_tiles) {
+        return false;
+    }
+    let (sa, sb) = (minor(a_dims, a_m2m, 1), minor(b_dims, b_m2m, 1));
+    if sa == sb {
+        return true;
+    }
+    let rows = |t: &[Tile]| -> i64 {
+        t.first()
+            .map(|t| if t.dims.len() >= 2 { t.dims[t.dims.len() - 2] } else { 1 })
+            .unwrap_or(1)
+            .max(1)
+    };
+    sa % rows(a_tiles) == 0 && sb % rows(b_tiles) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use PrimitiveType::*;
+
+    fn t(v: &[i64]) -> Tile {
+        tile(v)
+    }
+
+    #[test]
+    fn tiles_by_type_and_rank() {
+        assert_eq!(tpu_tiles(F32, &[64, 256], &[1, 0]).as_slice(), &[t(&[8, 128])]);
+        assert_eq!(tpu_tiles(F32, &[2, 1000], &[1, 0]).as_slice(), &[t(&[2, 128])]);
+        assert_eq!(tpu_tiles(Bf16, &[16, 256], &[1, 0]).as_slice(), &[t(&[8, 128]), t(&[2, 1])]);
+        assert_eq!(tpu_tiles(S8, &[16, 256], &[0, 1]).as_slice(), &[t(&[8, 128]), t(&[4, 1])]);
+        assert_eq!(tpu_tiles(F32, &[], &[]).as_slice(), &[t(&[256])]);
+        assert_eq!(tpu_tiles(S32, &[], &[]).as_slice(), &[t(&[128])]);
+        assert_eq!(tpu_tiles(Pred, &[], &[]).as_slice(), &[t(&[1024])]);
+        assert_eq!(tpu_tiles(F32, &[4096], &[0]).as_slice(), &[t(&[1024])]);
+        assert!(tpu_tiles(F64, &[8, 8], &[1, 0]).is_empty());
+    }
+
+    #[test]
+    fn reshape_layouts() {
+        // [6] -> [2,3] row-major is a bitcast.
+        assert!(reshape_is_bitcast(&[6], &[0], &[2, 3], &[1, 0]));
+        assert!(!reshape_is_bitcast(&[6], &[0], &[2, 3], &[0, 1]));
+        // [4,6]{0,1} -> [4,2,3]: the split dim 1 is major; output layout {0,2,1}.
+        assert_eq!(reshape_layout(&[4, 6], &[0, 1], &[4, 2, 3]).unwrap().as_slice(), &[0, 2, 1]);
+        assert!(reshape_is_bitcast(&[4, 6], &[0, 1], &[4, 2, 3], &[0, 2, 1]));
+        // Merging dims that are not adjacent physically has no bitcast layout.
+        assert_eq!(reshape_layout(&[2, 3, 4], &[1, 2, 0], &[6, 4]), None);
+        // Degenerate dims go most-major.
+        assert_eq!(reshape_layout(&[64], &[0], &[1, 1, 1, 64]).unwrap().as_slice(), &[3, 2, 1, 0]);
+        // [4,8,8,64]{3,0,2,1} (H,W,N,C physically) -> [4,64,64] with the merged H*W major.
+        assert!(reshape_is_bitcast(&[4, 8, 8, 64], &[3, 0, 2, 1], &[4, 64, 64], &[2, 0, 1]));
+        assert!(!reshape_is_bitcast(&[4, 8, 8, 64], &[3, 0, 2, 1], &[4, 64, 64], &[2, 1, 0]));
+    }
+
+    #[test]
+    fn transposes() {
+        // transpose [A,B] -> [B,A] with dimensions={1,0}: operand {1,0} → output {0,1}.
+        let out = transpose_output_layout(&[1, 0], &[1, 0]).unwrap();
+        assert_eq!(out.as_slice(), &[0, 1]);
+        assert_eq!(transpose_operand_layout(&[1, 0], &out).unwrap().as_slice(), &[1, 0]);
+        assert!(transpose_is_bitcast(&[1, 0], &[3, 5], &[1, 0], &[0, 1]));
+        assert!(!transpose_is_bitcast(&[1, 0], &[3, 5], &[1, 0], &[1, 0]));
+        // Moving a size-1 dim is free.
+        assert!(transpose_is_bitcast(&[1, 0, 2], &[1, 5, 7], &[2, 1, 0], &[2, 1, 0]));
+    }
+
+    #[test]
+    fn tiled_bitcasts() {
+        let t8 = [t(&[8, 128])];
+        // [16,128] -> [2,8,128]: same bytes.
+        assert!(tiled_compatible(&[16, 128], &[1, 0], &t8, &[2, 8, 128], &[2, 1, 0], &t8));
+        // [10,128] -> [2,5,128]: padding differs.
+        assert!(!tiled_compatible(&[10, 128], &[1, 0], &t8, &[2, 5, 128], &[2, 1, 0], &t8));
+        // [8,256] vs [8,2,128]: the minor dim changes.
+        assert!(!tiled_compatible(&[8, 256], &[1, 0], &t8, &[8, 2, 128], &[2, 1, 0], &[t(&[2, 128])]));
+        // [256] -> [1,1,1,256].
+        assert!(tiled_compatible(&[256], &[0], &[t(&[256])], &[1, 1, 1, 256], &[3, 2, 1, 0], &[t(&[1, 128])]));
+    }
+}
