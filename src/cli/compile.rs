@@ -44,6 +44,12 @@ pub struct EstimateArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+    /// FILE is TpuGraphs tuning data (.pb): predict every run's runtime.
+    #[arg(long)]
+    pub runs: bool,
+    /// With --runs: the CSV to write (ID,config_index,predicted_runtime_ns).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -132,6 +138,14 @@ pub fn compile_cmd(a: CompileArgs) -> Result<i32> {
 
 pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
     let t = target(&a.tpu, a.host_dispatch)?;
+    if a.runs {
+        let Some(out) = &a.out else {
+            anyhow::bail!("--runs needs --out FILE.csv");
+        };
+        let (rows, failed) = super::replay::replay(&a.file, &t, out)?;
+        println!("{rows} runs written to {} ({failed} could not be applied)", out.display());
+        return Ok(if rows > 0 && failed == rows { 1 } else { 0 });
+    }
     let Some(c) = compiled(&a.file, &a.config)? else {
         return Ok(1);
     };

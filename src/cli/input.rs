@@ -16,6 +16,22 @@ pub struct LoadedModule {
 pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
+    // Binary inputs (HloModuleProto, ModuleTuningData, TuningData) are recognised by
+    // content, whatever the file is called.
+    use crate::proto::{detect, InputKind};
+    if !matches!(detect(&bytes), InputKind::HloText | InputKind::Unknown) {
+        let mods = crate::proto::modules_from_binary(&bytes)
+            .map_err(|e| LoadError::Io(format!("{file}: error: {e}")))?;
+        let many = mods.len() > 1;
+        return Ok(mods
+            .into_iter()
+            .enumerate()
+            .map(|(k, module)| LoadedModule {
+                label: if many { format!("{file}#{k}") } else { file.clone() },
+                module,
+            })
+            .collect());
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         LoadError::Io(format!(
             "{file}: not UTF-8 text (byte {})",

@@ -1,4 +1,5 @@
-//! `tpusim inspect`: summarise TpuGraphs files (`.npz`, ours or the real release's).
+//! `tpusim inspect`: summarise TpuGraphs files: `.npz` (ours or the real release's) and
+//! raw `ModuleTuningData` / `TuningData` protobufs.
 
 use anyhow::Result;
 use clap::Args;
@@ -19,6 +20,26 @@ pub struct InspectArgs {
 pub fn inspect(a: InspectArgs) -> Result<i32> {
     let mut failed = 0;
     for f in &a.files {
+        let head = std::fs::read(f).map(|b| b.get(..4).map(|x| x.to_vec()).unwrap_or_default());
+        let is_zip = matches!(head.as_deref(), Ok(b"PK\x03\x04") | Ok(b"PK\x05\x06"));
+        if !is_zip {
+            match std::fs::read(f).map_err(anyhow::Error::from).and_then(|b| {
+                crate::proto::inspect_bytes(&b).map_err(anyhow::Error::from)
+            }) {
+                Ok(s) => {
+                    if a.json {
+                        println!("{}", serde_json::to_string(&s)?);
+                    } else {
+                        println!("{s}");
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("{}: error: {e}", f.display());
+                }
+            }
+            continue;
+        }
         match summarize_npz(f) {
             Ok(s) => {
                 if a.json {

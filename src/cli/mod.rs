@@ -7,6 +7,7 @@ mod generate;
 mod input;
 mod inspect;
 mod parse;
+mod replay;
 
 pub use input::{load_modules, LoadedModule};
 

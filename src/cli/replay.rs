@@ -1,0 +1,114 @@
+//! `tpusim estimate TUNING.pb --runs --out FILE.csv`: apply every run's configuration of a
+//! TpuGraphs `ModuleTuningData` / `TuningData` file and write the predicted runtimes,
+//! `ID,config_index,predicted_runtime_ns`, one row per run (errored runs included).
+//!
+//! Layout runs go through layout assignment with the run's per-node layouts (nodes by
+//! `config_index_to_node`, i.e. TpuGraphs node index). Tile runs set the tile of the
+//! file's kernel (the entry computation's root): `output_bounds`, `kernel_bounds` and
+//! `input_bounds` are read exactly as TpuGraphs records them, as tile extents per
+//! physical dim, major to minor (see docs/cost-model.md for the dimension order).
+
+use anyhow::Result;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::kernels::{LoweredProgram, TileOverrides};
+use crate::passes::{compile, CompilationConfig, LayoutEntry, NodeRef};
+use crate::proto::{read_tuning_file, write_file_atomic, ModuleTuning, RunConfig, Tuning};
+use crate::tpu::{TileConfig, TpuTarget};
+
+/// Predicted runtime of each run of one module (None where the run's configuration
+/// cannot be applied, with the reason).
+pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<f64, String>>> {
+    let Some(module) = mt.module_ir()? else {
+        anyhow::bail!("the tuning data holds no module");
+    };
+    // The default compilation serves every tile run.
+    let base = compile(&module, &CompilationConfig::default())?;
+    let base_prog = LoweredProgram::new(&base.module)?;
+    let root_kernel = {
+        let e = base.module.entry();
+        e.instr(e.root).name.clone()
+    };
+    let mut out = Vec::with_capacity(mt.runs.len());
+    for run in &mt.runs {
+        let r: Result<f64, String> = match &run.config {
+            RunConfig::Tile(Some(t)) => {
+                let mut tiles = TileOverrides::default();
+                let cfg = TileConfig {
+                    output_bounds: t.output_bounds.clone(),
+                    kernel_bounds: t.kernel_bounds.clone(),
+                    input_bounds: t.input_bounds.clone(),
+                };
+                if cfg != TileConfig::default() {
+                    tiles.insert(root_kernel.clone(), cfg);
+                }
+                base_prog.total_ns(target, &tiles).map_err(|e| e.to_string())
+            }
+            RunConfig::Layout(l) => {
+                let mut c = CompilationConfig::default();
+                for (k, node) in l.nodes.iter().enumerate() {
+                    if node.is_unconstrained() {
+                        continue;
+                    }
+                    let Some(&idx) = mt.config_index_to_node.get(k) else {
+                        continue;
+                    };
+                    c.layout.push(LayoutEntry {
+                        node: NodeRef::Index(idx as usize),
+                        output: node.output().to_vec(),
+                        input: node.input().to_vec(),
+                        kernel: node.kernel().to_vec(),
+                    });
+                }
+                compile(&module, &c)
+                    .map_err(|e| e.to_string())
+                    .and_then(|cm| LoweredProgram::new(&cm.module).map_err(|e| e.to_string()))
+                    .and_then(|p| p.total_ns(target, &TileOverrides::default()).map_err(|e| e.to_string()))
+            }
+            _ => base_prog
+                .total_ns(target, &TileOverrides::default())
+                .map_err(|e| e.to_string()),
+        };
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// Write the CSV for a tuning file; returns the number of rows and of failed runs.
+pub fn replay(file: &Path, target: &TpuTarget, out: &Path) -> Result<(usize, usize)> {
+    let tuning = read_tuning_file(file)?;
+    let stem = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = stem.strip_suffix(".pb").unwrap_or(&stem).to_string();
+    let modules: Vec<(String, &ModuleTuning)> = match &tuning {
+        Tuning::Module(m) => vec![(stem.clone(), m)],
+        Tuning::Set(s) => s
+            .modules
+            .iter()
+            .enumerate()
+            .map(|(k, m)| (format!("{stem}#{k}"), m))
+            .collect(),
+    };
+    let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
+    let (mut rows, mut failed) = (0, 0);
+    for (id, m) in modules {
+        for (j, r) in predict_runs(m, target)?.into_iter().enumerate() {
+            rows += 1;
+            match r {
+                Ok(ns) => {
+                    let _ = writeln!(csv, "{id},{j},{}", ns.round() as i64);
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("{}: {id} run {j}: {e}", file.display());
+                    let _ = writeln!(csv, "{id},{j},");
+                }
+            }
+        }
+    }
+    write_file_atomic(out, csv.as_bytes())?;
+    Ok((rows, failed))
+}
