@@ -55,13 +55,23 @@ pub fn window_output_size(input: i64, w: &WindowDim) -> R<i64> {
             w.size, w.stride, w.base_dilation, w.window_dilation
         )));
     }
+    let overflow = || ShapeError::Window("window arithmetic overflows".into());
     let dilated_base = if input == 0 {
         0
     } else {
-        (input - 1) * w.base_dilation + 1
+        (input - 1)
+            .checked_mul(w.base_dilation)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(overflow)?
     };
-    let padded = w.pad_low + dilated_base + w.pad_high;
-    let dilated_window = (w.size - 1) * w.window_dilation + 1;
+    let padded = dilated_base
+        .checked_add(w.pad_low)
+        .and_then(|x| x.checked_add(w.pad_high))
+        .ok_or_else(overflow)?;
+    let dilated_window = (w.size - 1)
+        .checked_mul(w.window_dilation)
+        .and_then(|x| x.checked_add(1))
+        .ok_or_else(overflow)?;
     if padded < 0 {
         return Err(ShapeError::Window(format!(
             "padding {}_{} makes dimension of size {input} negative",
@@ -978,7 +988,13 @@ impl<'a> Cx<'a> {
             if pd.interior < 0 {
                 return invalid(format!("negative interior padding in dimension {i}"));
             }
-            let n = pd.low + pd.high + d + (d - 1).max(0) * pd.interior;
+            let n = (d - 1)
+                .max(0)
+                .checked_mul(pd.interior)
+                .and_then(|x| x.checked_add(d))
+                .and_then(|x| x.checked_add(pd.low))
+                .and_then(|x| x.checked_add(pd.high))
+                .ok_or_else(|| ShapeError::Invalid("padding arithmetic overflows".into()))?;
             if n < 0 {
                 return invalid(format!("padding makes dimension {i} negative"));
             }
@@ -1011,7 +1027,9 @@ impl<'a> Cx<'a> {
                     rhs: shape_text(self.op(i)?),
                 });
             }
-            dims[cd] += b.dims[cd];
+            dims[cd] = dims[cd]
+                .checked_add(b.dims[cd])
+                .ok_or_else(|| ShapeError::Invalid("concatenated dimension overflows".into()))?;
         }
         Ok(array(a.element_type, &dims))
     }
