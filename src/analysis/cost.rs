@@ -836,6 +836,9 @@ impl<'m> CostAnalyzer<'m> {
             }
         }
         let mut c = self.computation_with(fid, false);
+        if !f.graph.contains_node(f.root) {
+            return c;
+        }
         let root = f.instr(f.root);
         // Outputs: a dynamic-update-slice root (or tuple element) writes only its update.
         let dus_update = |x: InstrId| -> Option<f64> {

@@ -135,6 +135,18 @@ fn check_unique(what: &'static str, dims: &[i64], rank: usize) -> R<()> {
     Ok(())
 }
 
+/// The root shape of a called computation.
+fn root_shape(f: &Computation) -> R<&Shape> {
+    if f.graph.contains_node(f.root) {
+        Ok(&f.instr(f.root).shape)
+    } else {
+        Err(ShapeError::Signature {
+            computation: f.name.clone(),
+            message: "the computation has no root".into(),
+        })
+    }
+}
+
 /// Shapes equal ignoring layouts and dynamic flags.
 fn same(a: &Shape, b: &Shape) -> bool {
     a.compatible(b)
@@ -455,7 +467,7 @@ impl<'a> Cx<'a> {
                 }
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 self.check_params(f, &self.scalar_params()?)?;
-                let rs = &f.instr(f.root).shape;
+                let rs = root_shape(f)?;
                 match rs.as_array() {
                     Some(r) if r.rank() == 0 => array(r.element_type, &a.dims),
                     _ => {
@@ -584,12 +596,12 @@ impl<'a> Cx<'a> {
             O::Call => {
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 self.check_params(f, &self.owned_ops())?;
-                f.instr(f.root).shape.clone()
+                root_shape(f)?.clone()
             }
             O::Fusion => {
                 let f = self.called(CallRole::Calls, "calls")?;
                 self.check_params(f, &self.owned_ops())?;
-                f.instr(f.root).shape.clone()
+                root_shape(f)?.clone()
             }
             O::While => {
                 self.count(1)?;
@@ -749,7 +761,7 @@ impl<'a> Cx<'a> {
     }
 
     fn check_root(&self, f: &Computation, expected: &Shape) -> R<()> {
-        let rs = &f.instr(f.root).shape;
+        let rs = root_shape(f)?;
         if !same(rs, expected) {
             return Err(ShapeError::Signature {
                 computation: f.name.clone(),
@@ -1664,7 +1676,7 @@ impl<'a> Cx<'a> {
         for (i, &b) in branches.iter().enumerate() {
             let c = self.comp(b)?;
             self.check_params(c, std::slice::from_ref(self.op(i + 1)?))?;
-            let rs = &c.instr(c.root).shape;
+            let rs = root_shape(c)?;
             match root {
                 None => root = Some(rs),
                 Some(r0) => {
