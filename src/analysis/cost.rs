@@ -754,7 +754,7 @@ impl<'m> CostAnalyzer<'m> {
                 }
             }
         }
-        count as f64
+        count
     }
 
     fn scatter_cost(&mut self, instr: &Instruction, ops: &[InstrId], comp: &Computation) -> Cost {
