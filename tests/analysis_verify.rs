@@ -480,3 +480,30 @@ fn inference_of_batch_grouped_convolution() {
         "{s:?}"
     );
 }
+
+#[test]
+fn programmatic_modules_with_an_empty_computation_do_not_panic() {
+    use tpusim::ir::{CallRole, Computation, Instruction, Opcode, PrimitiveType, Shape};
+    let mut m = parse(
+        "HloModule m\nf {\n p = f32[4] parameter(0)\n ROOT n = f32[4] negate(p)\n}\n\
+         ENTRY main {\n a = f32[4] parameter(0)\n ROOT c = f32[4] call(a), to_apply=f\n}\n",
+    );
+    // Empty the callee: no root, no instructions.
+    let fid = m.comp_id("f").unwrap();
+    m.computations[fid] = Computation::new("f");
+    let errs = verify_module(&m).unwrap_err();
+    assert!(errs.iter().any(|e| e.computation == "f"), "{errs:#?}");
+    assert!(errs.iter().any(|e| e.instruction == "c"), "{errs:#?}");
+    let c = tpusim::analysis::module_cost(&m);
+    assert_eq!(c.flops, 0.0);
+    // A fusion calling the empty computation is costed without panicking too.
+    let entry = m.entry;
+    let comp = &mut m.computations[entry];
+    let a = comp.find("a").unwrap();
+    let mut f = Instruction::new("fu", Opcode::Fusion, Shape::array(PrimitiveType::F32, &[4]));
+    f.attrs.called.push((CallRole::Calls, fid));
+    let id = comp.add(f, &[a]);
+    comp.root = id;
+    let c = tpusim::analysis::module_cost(&m);
+    assert_eq!(c.flops, 0.0);
+}

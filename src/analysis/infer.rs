@@ -55,13 +55,23 @@ pub fn window_output_size(input: i64, w: &WindowDim) -> R<i64> {
             w.size, w.stride, w.base_dilation, w.window_dilation
         )));
     }
+    let overflow = || ShapeError::Window("window arithmetic overflows".into());
     let dilated_base = if input == 0 {
         0
     } else {
-        (input - 1) * w.base_dilation + 1
+        (input - 1)
+            .checked_mul(w.base_dilation)
+            .and_then(|x| x.checked_add(1))
+            .ok_or_else(overflow)?
     };
-    let padded = w.pad_low + dilated_base + w.pad_high;
-    let dilated_window = (w.size - 1) * w.window_dilation + 1;
+    let padded = dilated_base
+        .checked_add(w.pad_low)
+        .and_then(|x| x.checked_add(w.pad_high))
+        .ok_or_else(overflow)?;
+    let dilated_window = (w.size - 1)
+        .checked_mul(w.window_dilation)
+        .and_then(|x| x.checked_add(1))
+        .ok_or_else(overflow)?;
     if padded < 0 {
         return Err(ShapeError::Window(format!(
             "padding {}_{} makes dimension of size {input} negative",
@@ -123,6 +133,18 @@ fn check_unique(what: &'static str, dims: &[i64], rank: usize) -> R<()> {
         seen[i] = true;
     }
     Ok(())
+}
+
+/// The root shape of a called computation.
+fn root_shape(f: &Computation) -> R<&Shape> {
+    if f.graph.contains_node(f.root) {
+        Ok(&f.instr(f.root).shape)
+    } else {
+        Err(ShapeError::Signature {
+            computation: f.name.clone(),
+            message: "the computation has no root".into(),
+        })
+    }
 }
 
 /// Shapes equal ignoring layouts and dynamic flags.
@@ -445,7 +467,7 @@ impl<'a> Cx<'a> {
                 }
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 self.check_params(f, &self.scalar_params()?)?;
-                let rs = &f.instr(f.root).shape;
+                let rs = root_shape(f)?;
                 match rs.as_array() {
                     Some(r) if r.rank() == 0 => array(r.element_type, &a.dims),
                     _ => {
@@ -574,12 +596,12 @@ impl<'a> Cx<'a> {
             O::Call => {
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 self.check_params(f, &self.owned_ops())?;
-                f.instr(f.root).shape.clone()
+                root_shape(f)?.clone()
             }
             O::Fusion => {
                 let f = self.called(CallRole::Calls, "calls")?;
                 self.check_params(f, &self.owned_ops())?;
-                f.instr(f.root).shape.clone()
+                root_shape(f)?.clone()
             }
             O::While => {
                 self.count(1)?;
@@ -739,7 +761,7 @@ impl<'a> Cx<'a> {
     }
 
     fn check_root(&self, f: &Computation, expected: &Shape) -> R<()> {
-        let rs = &f.instr(f.root).shape;
+        let rs = root_shape(f)?;
         if !same(rs, expected) {
             return Err(ShapeError::Signature {
                 computation: f.name.clone(),
@@ -978,7 +1000,13 @@ impl<'a> Cx<'a> {
             if pd.interior < 0 {
                 return invalid(format!("negative interior padding in dimension {i}"));
             }
-            let n = pd.low + pd.high + d + (d - 1).max(0) * pd.interior;
+            let n = (d - 1)
+                .max(0)
+                .checked_mul(pd.interior)
+                .and_then(|x| x.checked_add(d))
+                .and_then(|x| x.checked_add(pd.low))
+                .and_then(|x| x.checked_add(pd.high))
+                .ok_or_else(|| ShapeError::Invalid("padding arithmetic overflows".into()))?;
             if n < 0 {
                 return invalid(format!("padding makes dimension {i} negative"));
             }
@@ -1011,7 +1039,9 @@ impl<'a> Cx<'a> {
                     rhs: shape_text(self.op(i)?),
                 });
             }
-            dims[cd] += b.dims[cd];
+            dims[cd] = dims[cd]
+                .checked_add(b.dims[cd])
+                .ok_or_else(|| ShapeError::Invalid("concatenated dimension overflows".into()))?;
         }
         Ok(array(a.element_type, &dims))
     }
@@ -1646,7 +1676,7 @@ impl<'a> Cx<'a> {
         for (i, &b) in branches.iter().enumerate() {
             let c = self.comp(b)?;
             self.check_params(c, std::slice::from_ref(self.op(i + 1)?))?;
-            let rs = &c.instr(c.root).shape;
+            let rs = root_shape(c)?;
             match root {
                 None => root = Some(rs),
                 Some(r0) => {

@@ -6,12 +6,15 @@ use super::infer::infer_shape;
 use crate::ir::{Computation, InstrId, Module, Opcode, Shape};
 
 fn err(comp: &Computation, id: InstrId, kind: VerifyErrorKind) -> VerifyError {
-    let i = comp.instr(id);
+    let (instruction, opcode, line) = match comp.graph.node_weight(id) {
+        Some(i) => (i.name.clone(), i.opcode_text(), i.line),
+        None => (String::new(), String::new(), comp.line),
+    };
     VerifyError {
         computation: comp.name.clone(),
-        instruction: i.name.clone(),
-        opcode: i.opcode_text(),
-        line: i.line,
+        instruction,
+        opcode,
+        line,
         kind,
     }
 }
