@@ -11,7 +11,7 @@ pub mod dataset;
 pub mod eval;
 pub mod hlo;
 pub mod ir;
-pub mod proto;
 pub mod kernels;
 pub mod passes;
+pub mod proto;
 pub mod tpu;

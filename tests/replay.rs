@@ -41,10 +41,20 @@ fn layout_runs_are_replayed_in_order() {
     write_tuning_file(&pb, &Tuning::Module(mt)).unwrap();
     let csv = dir.path().join("pred.csv");
     let out = Command::new(env!("CARGO_BIN_EXE_tpusim"))
-        .args(["estimate", pb.to_str().unwrap(), "--runs", "--out", csv.to_str().unwrap()])
+        .args([
+            "estimate",
+            pb.to_str().unwrap(),
+            "--runs",
+            "--out",
+            csv.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = std::fs::read_to_string(&csv).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "ID,config_index,predicted_runtime_ns");

@@ -143,7 +143,10 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
             anyhow::bail!("--runs needs --out FILE.csv");
         };
         let (rows, failed) = super::replay::replay(&a.file, &t, out)?;
-        println!("{rows} runs written to {} ({failed} could not be applied)", out.display());
+        println!(
+            "{rows} runs written to {} ({failed} could not be applied)",
+            out.display()
+        );
         return Ok(if rows > 0 && failed == rows { 1 } else { 0 });
     }
     let Some(c) = compiled(&a.file, &a.config)? else {

@@ -27,7 +27,11 @@ pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadE
             .into_iter()
             .enumerate()
             .map(|(k, module)| LoadedModule {
-                label: if many { format!("{file}#{k}") } else { file.clone() },
+                label: if many {
+                    format!("{file}#{k}")
+                } else {
+                    file.clone()
+                },
                 module,
             })
             .collect());

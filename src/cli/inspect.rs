@@ -23,9 +23,10 @@ pub fn inspect(a: InspectArgs) -> Result<i32> {
         let head = std::fs::read(f).map(|b| b.get(..4).map(|x| x.to_vec()).unwrap_or_default());
         let is_zip = matches!(head.as_deref(), Ok(b"PK\x03\x04") | Ok(b"PK\x05\x06"));
         if !is_zip {
-            match std::fs::read(f).map_err(anyhow::Error::from).and_then(|b| {
-                crate::proto::inspect_bytes(&b).map_err(anyhow::Error::from)
-            }) {
+            match std::fs::read(f)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| crate::proto::inspect_bytes(&b).map_err(anyhow::Error::from))
+            {
                 Ok(s) => {
                     if a.json {
                         println!("{}", serde_json::to_string(&s)?);

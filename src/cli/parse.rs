@@ -19,6 +19,10 @@ pub struct ParseArgs {
     /// One JSON object per file instead of text lines.
     #[arg(long)]
     pub json: bool,
+    /// Skip the shape verifier (by default its findings are printed as warnings;
+    /// `tpusim verify` makes them errors).
+    #[arg(long)]
+    pub no_verify: bool,
 }
 
 #[derive(Args, Debug)]
@@ -38,11 +42,22 @@ pub fn parse(a: ParseArgs) -> Result<i32> {
         let file = f.display().to_string();
         match load_modules(f, a.split_modules) {
             Ok(mods) => {
+                let mut warnings = 0usize;
+                if !a.no_verify {
+                    for m in &mods {
+                        if let Err(errors) = crate::analysis::verify_module(&m.module) {
+                            for e in errors {
+                                warnings += 1;
+                                eprintln!("{}: warning: {e}", m.label);
+                            }
+                        }
+                    }
+                }
                 let comps: usize = mods.iter().map(|m| m.module.computations.len()).sum();
                 let instrs: usize = mods.iter().map(|m| m.module.instruction_count()).sum();
                 if a.json {
                     let v = serde_json::json!({"file": file, "ok": true, "modules": mods.len(),
-                        "computations": comps, "instructions": instrs});
+                        "computations": comps, "instructions": instrs, "verifier_warnings": warnings});
                     writeln!(out, "{v}")?;
                 } else if mods.len() > 1 {
                     writeln!(

@@ -43,7 +43,9 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
                 if cfg != TileConfig::default() {
                     tiles.insert(root_kernel.clone(), cfg);
                 }
-                base_prog.total_ns(target, &tiles).map_err(|e| e.to_string())
+                base_prog
+                    .total_ns(target, &tiles)
+                    .map_err(|e| e.to_string())
             }
             RunConfig::Layout(l) => {
                 let mut c = CompilationConfig::default();
@@ -64,7 +66,10 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
                 compile(&module, &c)
                     .map_err(|e| e.to_string())
                     .and_then(|cm| LoweredProgram::new(&cm.module).map_err(|e| e.to_string()))
-                    .and_then(|p| p.total_ns(target, &TileOverrides::default()).map_err(|e| e.to_string()))
+                    .and_then(|p| {
+                        p.total_ns(target, &TileOverrides::default())
+                            .map_err(|e| e.to_string())
+                    })
             }
             _ => base_prog
                 .total_ns(target, &TileOverrides::default())
