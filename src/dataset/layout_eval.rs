@@ -86,8 +86,21 @@ pub struct LayoutEvaluator {
     kernel_ns: Vec<f64>,
     pub nodes: Vec<ConfigNode>,
     /// (node, chosen layouts) → time of the node's kernel.
-    kernel_cache: HashMap<(usize, [Option<Dims>; 3]), f64>,
-    copy_cache: HashMap<(Dims, Dims, Dims, u32), f64>,
+    kernel_cache: HashMap<(usize, u64, u64, u64), f64>,
+    /// (node, tensor, layout) → copy time (0 when no copy is needed).
+    copy_cache: HashMap<(usize, usize, u64), f64>,
+    /// Physical transposes by (dims, from, to, bits).
+    transpose_cache: HashMap<(Dims, Dims, Dims, u32), f64>,
+}
+
+/// A layout (a permutation of up to 15 dims) packed into a u64: the rank in the low
+/// 4 bits, then 4 bits per entry.
+fn perm_key(m2m: &[i64]) -> u64 {
+    let mut k = (m2m.len() as u64) & 0xF;
+    for (i, &d) in m2m.iter().take(15).enumerate() {
+        k |= ((d as u64) & 0xF) << (4 * (i + 1));
+    }
+    k
 }
 
 fn elem_bits_of(s: &crate::ir::Shape) -> u32 {
@@ -238,6 +251,7 @@ impl LayoutEvaluator {
             nodes,
             kernel_cache: HashMap::new(),
             copy_cache: HashMap::new(),
+            transpose_cache: HashMap::new(),
         })
     }
 
@@ -251,6 +265,7 @@ impl LayoutEvaluator {
             nodes: self.nodes.clone(),
             kernel_cache: HashMap::new(),
             copy_cache: HashMap::new(),
+            transpose_cache: HashMap::new(),
         }
     }
 
@@ -262,42 +277,46 @@ impl LayoutEvaluator {
             if choice.is_default() {
                 continue;
             }
-            let node = self.nodes[i].clone();
+            let chosen = [&choice.output, &choice.input, &choice.kernel];
+            let keys = chosen.map(|c| c.as_deref().map(perm_key).unwrap_or(0));
+            let mult = self.nodes[i].mult;
             // Copies on the edges where a chosen layout differs from the default one.
-            let tensors = [&choice.output, &choice.input, &choice.kernel];
-            for (k, t) in tensors.iter().enumerate() {
-                if let Some(m2m) = t {
-                    if *m2m != node.default_m2m[k] && node.ranks[k] > 1 {
-                        total += node.mult
-                            * self.copy_ns(
-                                &node.dims[k],
-                                &node.default_m2m[k],
-                                m2m,
+            for (k, m2m) in chosen.iter().enumerate() {
+                let Some(m2m) = m2m else { continue };
+                let t = match self.copy_cache.get(&(i, k, keys[k])) {
+                    Some(&t) => t,
+                    None => {
+                        let node = &self.nodes[i];
+                        let t = if *m2m != node.default_m2m[k] && node.ranks[k] > 1 {
+                            let (d, f, b) = (
+                                node.dims[k].clone(),
+                                node.default_m2m[k].clone(),
                                 node.elem_bits[k],
                             );
+                            self.copy_ns(&d, &f, m2m, b)
+                        } else {
+                            0.0
+                        };
+                        self.copy_cache.insert((i, k, keys[k]), t);
+                        t
                     }
-                }
+                };
+                total += mult * t;
             }
-            // The node's own kernel under the chosen physical orders.
-            if let Some(ki) = node.kernel {
-                // Keyed by node: two configured nodes may share a kernel.
-                let key = (
-                    i,
-                    [
-                        choice.output.clone(),
-                        choice.input.clone(),
-                        choice.kernel.clone(),
-                    ],
-                );
+            // The node's own kernel under the chosen physical orders (keyed by node: two
+            // configured nodes may share a kernel).
+            if let Some(ki) = self.nodes[i].kernel {
+                let key = (i, keys[0], keys[1], keys[2]);
                 let t = match self.kernel_cache.get(&key) {
                     Some(&t) => t,
                     None => {
+                        let node = self.nodes[i].clone();
                         let t = self.kernel_ns_with(&node, ki, choice);
                         self.kernel_cache.insert(key, t);
                         t
                     }
                 };
-                total += node.mult * (t - self.kernel_ns[ki]);
+                total += mult * (t - self.kernel_ns[ki]);
             }
         }
         total
@@ -337,7 +356,7 @@ impl LayoutEvaluator {
     /// A physical transpose of a tensor from one layout to another, ns.
     fn copy_ns(&mut self, dims: &Dims, from: &Dims, to: &Dims, bits: u32) -> f64 {
         let key = (dims.clone(), from.clone(), to.clone(), bits);
-        if let Some(&t) = self.copy_cache.get(&key) {
+        if let Some(&t) = self.transpose_cache.get(&key) {
             return t;
         }
         let t = (|| {
@@ -347,7 +366,7 @@ impl LayoutEvaluator {
             desc_ns(&d, &self.target)
         })()
         .unwrap_or(0.0);
-        self.copy_cache.insert(key, t);
+        self.transpose_cache.insert(key, t);
         t
     }
 }

@@ -1,0 +1,78 @@
+//! Dataset-generation throughput on the ResNet-50 training step (hlo_samples/).
+//!
+//! * `tile_configs`: the per-configuration work of the tile collection (cost-model
+//!   estimate, 24 config features, seeded noise) over every distinct kernel of the
+//!   default compilation; throughput is configurations per second on one core.
+//! * `layout_configs`: the incremental layout evaluator on random and default-search
+//!   configurations (caches warm after the first pass, as in a long run).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::path::Path;
+
+use tpusim::dataset::config_feat::{tile_config_features, TileSizeConfig};
+use tpusim::dataset::generate::{sample_layouts, Search};
+use tpusim::dataset::layout_eval::LayoutEvaluator;
+use tpusim::dataset::plan::Noise;
+use tpusim::kernels::lower_kernel_full;
+use tpusim::passes::{compile, CompilationConfig};
+use tpusim::tpu::{default_tile, estimate, sample_tiles, TpuTarget};
+
+fn module() -> tpusim::ir::Module {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples/resnet50_train_b8.hlo");
+    let text = std::fs::read_to_string(p).expect("sample");
+    tpusim::hlo::parse_module("resnet50_train_b8", &text).expect("parses")
+}
+
+fn bench(c: &mut Criterion) {
+    let m = module();
+    let target = TpuTarget::v3();
+    let compiled = compile(&m, &CompilationConfig::default()).expect("compiles");
+    let mut work = Vec::new();
+    for k in &compiled.kernels {
+        let id = petgraph::stable_graph::NodeIndex::new(k.instruction as usize);
+        if let Ok(Some(lk)) = lower_kernel_full(&compiled.module, k.computation, id) {
+            let mut cfgs = vec![default_tile(&lk.desc, &target)];
+            cfgs.extend(sample_tiles(&lk.desc, &target, 20, 1));
+            work.push((lk.desc, cfgs));
+        }
+    }
+    let n: usize = work.iter().map(|(_, c)| c.len()).sum();
+    let noise = Noise { sigma: 0.02 };
+    let mut g = c.benchmark_group("generate");
+    g.throughput(Throughput::Elements(n as u64));
+    g.sample_size(20);
+    g.bench_function("tile_configs", |b| {
+        b.iter(|| {
+            let mut acc = 0i64;
+            for (desc, cfgs) in &work {
+                for (j, t) in cfgs.iter().enumerate() {
+                    if let Ok(e) = estimate(desc, t, &target) {
+                        let f = tile_config_features(&TileSizeConfig {
+                            kernel_bounds: t.kernel_bounds.clone(),
+                            output_bounds: t.output_bounds.clone(),
+                            input_bounds: t.input_bounds.clone(),
+                        });
+                        acc += noise.apply(e.total_ns, 9, j as u64) + f[8] as i64;
+                    }
+                }
+            }
+            acc
+        })
+    });
+    let ev = LayoutEvaluator::new(&m, &target).expect("evaluator");
+    for search in [Search::Default, Search::Random] {
+        let cfgs = sample_layouts(&ev, search, 200, 3);
+        let mut warm = ev.clone_empty();
+        for c in &cfgs {
+            warm.runtime_ns(c);
+        }
+        g.throughput(Throughput::Elements(cfgs.len() as u64));
+        g.bench_function(format!("layout_configs_{search:?}"), |b| {
+            b.iter(|| cfgs.iter().map(|c| warm.runtime_ns(c)).sum::<f64>())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
