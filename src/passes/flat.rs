@@ -223,6 +223,11 @@ impl<'a> Namer<'a> {
         }
     }
 
+    /// Use up a number without making a name (dry runs keep the numbering identical).
+    pub fn skip(&mut self) {
+        self.next += 1;
+    }
+
     /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> String {
         use std::fmt::Write;

@@ -259,6 +259,8 @@ struct Fuser<'f, 'a, 'c> {
     member: Vec<u32>,
     input: Vec<u32>,
     stamp: u32,
+    /// Can every user of the node take part in a fusion?
+    users_fusible: Vec<bool>,
 }
 
 fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
@@ -442,13 +444,22 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let gr = &self.groups[g as usize];
         // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
-        for &u in &pn.users {
-            if self.is_member(u) {
-                for (slot, &o) in self.node(u).operands.iter().enumerate() {
-                    if o == p {
-                        readers.push((u, slot));
-                    }
+        let scan = |u: u32, readers: &mut SmallVec<[(u32, usize); 2]>| {
+            for (slot, &o) in self.node(u).operands.iter().enumerate() {
+                if o == p {
+                    readers.push((u, slot));
                 }
+            }
+        };
+        if pn.users.len() <= gr.members.len() {
+            for &u in &pn.users {
+                if self.is_member(u) {
+                    scan(u, &mut readers);
+                }
+            }
+        } else {
+            for &u in &gr.members {
+                scan(u, &mut readers);
             }
         }
         if readers.is_empty() {
@@ -526,7 +537,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !(always_duplicable(fc, p) || cheap_to_duplicate(fc, p)) {
                 return Verdict::No;
             }
-            if pn.users.iter().any(|&u| !consumer_ok(fc, u)) {
+            if !self.users_fusible[p as usize] {
                 return Verdict::No;
             }
             let exempt = matches!(pn.opcode, Opcode::Broadcast | Opcode::Constant | Opcode::Iota);
@@ -639,6 +650,11 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         member: vec![0; n],
         input: vec![0; n],
         stamp: 0,
+        users_fusible: fc
+            .nodes
+            .iter()
+            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u)))
+            .collect(),
     };
     for &x in &fc.order {
         for o in distinct(&fc.nodes[x as usize].operands) {

@@ -51,16 +51,35 @@ impl PhysicalShape {
         }
     }
 
+    /// An array shape laid out with `m2m` (and TPU tiles when `tiles`).
+    pub fn laid_out(a: &ArrayShape, m2m: &[i64], tiles: bool) -> Self {
+        let layout = if tiles {
+            tiling::tpu_layout(a.element_type, &a.dims, m2m)
+        } else {
+            crate::ir::Layout {
+                minor_to_major: m2m.iter().copied().collect(),
+                ..Default::default()
+            }
+        };
+        let b = ArrayShape {
+            element_type: a.element_type,
+            dims: a.dims.clone(),
+            dynamic_mask: a.dynamic_mask,
+            layout: Some(layout),
+        };
+        Self::of(&b)
+    }
+
     /// Text form, e.g. `f32[8,128]{1,0:T(8,128)}`.
     pub fn text(&self) -> String {
         let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
         let m2m: Vec<String> = self.minor_to_major.iter().map(|d| d.to_string()).collect();
         let mut s = format!("{}[{}]{{{}", self.element_type, dims.join(","), m2m.join(","));
         if !self.tiles.is_empty() {
-            s.push(':');
+            s.push_str(":T");
             for t in &self.tiles {
                 let t: Vec<String> = t.iter().map(|d| d.to_string()).collect();
-                s.push_str(&format!("T({})", t.join(",")));
+                s.push_str(&format!("({})", t.join(",")));
             }
         }
         s.push('}');

@@ -153,6 +153,8 @@ enum Role {
 
 struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
+    /// Rank of each array leaf of each node.
+    ranks: Vec<SmallVec<[u8; 1]>>,
     lay: Vec<SmallVec<[Option<Dims>; 1]>>,
     /// (user, slot) → required operand leaves.
     reqs: HashMap<(u32, u32), Leaves, FxBuild>,
@@ -169,11 +171,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     }
 
     fn leaf_rank(&self, x: u32, leaf: usize) -> Option<usize> {
-        let n = self.node(x);
-        match &*n.shape {
-            Shape::Array(a) => (leaf == 0).then_some(a.rank()),
-            s => leaf_shapes(s).get(leaf).map(|a| a.rank()),
-        }
+        self.ranks.get(x as usize)?.get(leaf).map(|&r| r as usize)
     }
 
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
@@ -212,8 +210,8 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn drain(&mut self) {
         while let Some(x) = self.stack.pop() {
             self.step(x);
-            let users = self.node(x).users.clone();
-            for u in users {
+            let fc = self.fc;
+            for &u in &fc.nodes[x as usize].users {
                 self.step(u);
             }
             if self.body_link {
@@ -241,17 +239,12 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Local propagation between `u`'s result and its operands.
     fn step(&mut self, u: u32) {
-        let n = self.node(u);
+        let fc = self.fc;
+        let n = &fc.nodes[u as usize];
         let op = n.opcode;
         match class(op) {
             Class::Preserving => {
-                let r = match &*n.shape {
-                    Shape::Array(a) => a.rank(),
-                    s => match leaf_shapes(s).first() {
-                        Some(a) => a.rank(),
-                        None => return,
-                    },
-                };
+                let Some(r) = self.leaf_rank(u, 0) else { return };
                 if r == 0 {
                     return;
                 }
@@ -266,10 +259,10 @@ impl<'s, 'a> Solver<'s, 'a> {
                         }
                     }
                 }
-                let ops = n.operands.clone();
+                let ops = &n.operands;
                 if known.is_none() {
-                    for &o in &ops {
-                        if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                    for &o in ops {
+                        if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
                             if let Some(l) = self.get(o, 0) {
                                 known = Some(l.clone());
                                 break;
@@ -283,16 +276,15 @@ impl<'s, 'a> Solver<'s, 'a> {
                         self.set(u, i, &l);
                     }
                 }
-                for &o in &ops {
-                    if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                for &o in ops {
+                    if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
                         self.set(o, 0, &l);
                     }
                 }
             }
             Class::Tuple => {
-                let ops = n.operands.clone();
                 let mut off = 0;
-                for o in ops {
+                for &o in &n.operands {
                     let k = self.lay[o as usize].len();
                     for i in 0..k {
                         self.link(o, i, u, off + i);
@@ -305,7 +297,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(-1);
                 let Some((start, len)) = usize::try_from(idx)
                     .ok()
-                    .and_then(|k| elem_range(&self.node(o).shape, k))
+                    .and_then(|k| elem_range(&fc.nodes[o as usize].shape, k))
                 else {
                     return;
                 };
@@ -321,18 +313,18 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
             }
             Class::Transpose => {
-                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.clone()) else { return };
+                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else { return };
                 let Some(&o) = n.operands.first() else { return };
                 let out = self.get(u, 0).cloned();
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
-                        if let Some(l) = tiling::transpose_output_layout(&perm, &i) {
+                        if let Some(l) = tiling::transpose_output_layout(perm, &i) {
                             self.set(u, 0, &l);
                         }
                     }
                     (None, Some(ol)) => {
-                        if let Some(l) = tiling::transpose_operand_layout(&perm, &ol) {
+                        if let Some(l) = tiling::transpose_operand_layout(perm, &ol) {
                             self.set(o, 0, &l);
                         }
                     }
@@ -341,20 +333,20 @@ impl<'s, 'a> Solver<'s, 'a> {
             }
             Class::Reshape => {
                 let Some(&o) = n.operands.first() else { return };
-                let (Some(a), Some(b)) = (self.node(o).shape.as_array(), n.shape.as_array()) else {
+                let (Some(a), Some(b)) = (fc.nodes[o as usize].shape.as_array(), n.shape.as_array()) else {
                     return;
                 };
-                let (from, to) = (a.dims.clone(), b.dims.clone());
+                let (from, to) = (&a.dims, &b.dims);
                 let out = self.get(u, 0).cloned();
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
-                        if let Some(l) = tiling::reshape_layout(&from, &i, &to) {
+                        if let Some(l) = tiling::reshape_layout(from, &i, to) {
                             self.set(u, 0, &l);
                         }
                     }
                     (None, Some(ol)) => {
-                        if let Some(l) = tiling::reshape_layout(&to, &ol, &from) {
+                        if let Some(l) = tiling::reshape_layout(to, &ol, from) {
                             self.set(o, 0, &l);
                         }
                     }
@@ -367,7 +359,8 @@ impl<'s, 'a> Solver<'s, 'a> {
                     return;
                 }
                 let Some(out) = self.get(u, 0).cloned() else { return };
-                let dims = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let empty = Dims::new();
+                let dims = n.src.and_then(|s| s.attrs.dimensions.as_ref()).unwrap_or(&empty);
                 let l: Dims = out
                     .iter()
                     .filter_map(|d| dims.iter().position(|x| x == d).map(|p| p as i64))
@@ -375,7 +368,8 @@ impl<'s, 'a> Solver<'s, 'a> {
                 self.set(o, 0, &l);
             }
             Class::Reduce => {
-                let reduced = n.src.and_then(|s| s.attrs.dimensions.clone()).unwrap_or_default();
+                let empty = Dims::new();
+                let reduced = n.src.and_then(|s| s.attrs.dimensions.as_ref()).unwrap_or(&empty);
                 let k = n.operands.len() / 2;
                 for i in 0..k {
                     if self.get(u, i).is_some() {
@@ -629,8 +623,17 @@ fn solve_comp(
         .map(|n| SmallVec::from_elem(None, leaf_count(&n.shape)))
         .collect();
     let param0 = fc.params.first().copied().unwrap_or(NONE);
+    let ranks: Vec<SmallVec<[u8; 1]>> = fc
+        .nodes
+        .iter()
+        .map(|n| match &*n.shape {
+            Shape::Array(a) => SmallVec::from_elem(a.rank() as u8, 1),
+            s => leaf_shapes(s).iter().map(|a| a.rank() as u8).collect(),
+        })
+        .collect();
     let mut s = Solver {
         fc,
+        ranks,
         lay,
         reqs: HashMap::default(),
         root_req: None,
@@ -894,22 +897,25 @@ fn solve_comp(
 }
 
 /// The layout a use requires of operand `slot` of `u`, if any.
-fn requirement(fc: &FComp<'_>, reqs: &HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<Leaves> {
-    if let Some(r) = reqs.get(&(u, slot as u32)) {
-        return Some(r.clone());
+/// The layout a use requires of operand `slot` of `u`, if any (borrowed).
+fn requirement<'r>(fc: &'r FComp<'_>, reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<&'r [Dims]> {
+    if !reqs.is_empty() {
+        if let Some(r) = reqs.get(&(u, slot as u32)) {
+            return Some(r.as_slice());
+        }
     }
     let n = &fc.nodes[u as usize];
     if class(n.opcode) != Class::Preserving {
         return None;
     }
-    let out = n.layouts.first()?;
-    let r = out.len();
+    let out = n.layouts.get(..1)?;
+    let r = out[0].len();
     if r == 0 {
         return None;
     }
     let o = &fc.nodes[*n.operands.get(slot)? as usize];
     if o.shape.as_array().map(|a| a.rank()) == Some(r) {
-        Some(SmallVec::from_elem(out.clone(), 1))
+        Some(out)
     } else {
         None
     }
@@ -1007,8 +1013,11 @@ fn insert_copies<'a>(
     for &u in &old {
         let nops = fc.nodes[u as usize].operands.len();
         for slot in 0..nops {
-            let Some(req) = requirement(fc, reqs, u, slot) else { continue };
             let o = fc.nodes[u as usize].operands[slot];
+            let req: Leaves = match requirement(fc, reqs, u, slot) {
+                Some(r) if r != fc.nodes[o as usize].layouts.as_slice() => r.iter().cloned().collect(),
+                _ => continue,
+            };
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
                 fc.nodes[u as usize].operands[slot] = v;

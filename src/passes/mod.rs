@@ -88,40 +88,64 @@ impl CompiledModule {
 
 /// Compile `module` under `config`: inline calls, assign layouts (inserting copies and
 /// bitcasts, attaching TPU tiles), fuse, and list the kernels. The input is not modified.
+/// The module is self-checked with [`verify::verify`] in debug builds (call it yourself
+/// in release builds if you want the check).
 pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
-    let t0 = std::time::Instant::now();
-    let mut flat = flat::Flat::build(module)?;
-    let t1 = t0.elapsed();
-    let resolved = config::resolve(module, &flat.table, config)?;
-    check_overrides(&flat, &resolved, module)?;
-    let lstats = layout::assign(&mut flat, &resolved);
-    let t2 = t0.elapsed();
-    let plans: Vec<fusion::FusionPlan> = flat.comps.iter().map(|fc| fusion::plan(fc, &resolved)).collect();
-    let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-    let fusions = plans.iter().map(|p| p.groups.len()).sum();
-    let t3 = t0.elapsed();
-    let emitted = emit::emit(&mut flat, &plans)?;
-    let t4 = t0.elapsed();
-    let mut kernels = emitted.kernels;
-    apply_tiles(&mut kernels, config)?;
-    let module_out = emitted.module;
+    let (out, kernels, stats, notes) = run(module, config, false)?;
+    let out = out.ok_or_else(|| CompileError::Verify {
+        module: module.name.clone(),
+        message: "internal: no module emitted".into(),
+    })?;
     if cfg!(debug_assertions) {
-        verify::verify(&module_out)?;
+        verify::verify(&out)?;
     }
-    if std::env::var("TPUSIM_TIME").is_ok() { eprintln!("TIMING flat {t1:?} layout {t2:?} fusion {t3:?} emit {t4:?} verify {:?}", t0.elapsed()); }
-    let stats = CompileStats {
-        input_instructions: module.instruction_count(),
-        output_instructions: module_out.instruction_count(),
-        copies_inserted: lstats.copies,
-        bitcasts: lstats.bitcasts,
-        fusions,
-    };
     Ok(CompiledModule {
-        module: module_out,
+        module: out,
         kernels,
         stats,
         notes,
     })
+}
+
+/// Kernels of a compilation without building the output module.
+#[derive(Debug, Clone)]
+pub struct CompiledKernels {
+    /// Exactly `compile(module, config)?.kernels` (same names, ids, shapes, order).
+    pub kernels: Vec<Kernel>,
+    pub stats: CompileStats,
+    pub notes: Vec<String>,
+}
+
+/// Everything [`compile`] decides, without materialising the compiled module: the kernel
+/// list (identical to `compile(..).kernels`) and the counters. This is the dataset
+/// generator's fast path: the output module's ~3.5× more instructions (fused clones,
+/// parameters) dominate `compile`'s time.
+pub fn compile_kernels(module: &Module, config: &CompilationConfig) -> Result<CompiledKernels, CompileError> {
+    let (_, kernels, stats, notes) = run(module, config, true)?;
+    Ok(CompiledKernels { kernels, stats, notes })
+}
+
+type RunOutput = (Option<Module>, Vec<Kernel>, CompileStats, Vec<String>);
+
+fn run(module: &Module, config: &CompilationConfig, dry: bool) -> Result<RunOutput, CompileError> {
+    let mut flat = flat::Flat::build(module)?;
+    let resolved = config::resolve(module, &flat.table, config)?;
+    check_overrides(&flat, &resolved, module)?;
+    let lstats = layout::assign(&mut flat, &resolved);
+    let plans: Vec<fusion::FusionPlan> = flat.comps.iter().map(|fc| fusion::plan(fc, &resolved)).collect();
+    let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
+    let fusions = plans.iter().map(|p| p.groups.len()).sum();
+    let emitted = emit::emit(&mut flat, &plans, dry)?;
+    let mut kernels = emitted.kernels;
+    apply_tiles(&mut kernels, config)?;
+    let stats = CompileStats {
+        input_instructions: module.instruction_count(),
+        output_instructions: emitted.instructions,
+        copies_inserted: lstats.copies,
+        bitcasts: lstats.bitcasts,
+        fusions,
+    };
+    Ok((emitted.module, kernels, stats, notes))
 }
 
 /// Every fusion override must name a real producer → consumer edge (after inlining).
