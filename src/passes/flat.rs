@@ -342,8 +342,6 @@ impl<'a> Flat<'a> {
             flat_of: vec![None; m.computations.len()],
             names: Namer::new(m),
         };
-        // Callees already instantiated once (later instantiations get fresh names).
-        let mut instantiated = vec![false; m.computations.len()];
         for c in 0..m.computations.len() {
             if flat.kinds[c] != CompKind::Flat {
                 continue;
@@ -355,7 +353,7 @@ impl<'a> Flat<'a> {
                 root: NONE,
                 params: Vec::new(),
             };
-            let root = flat.instantiate(&mut fc, c, None, false, &mut instantiated, 0)?;
+            let root = flat.instantiate(&mut fc, c, None, false, 0)?;
             fc.root = root;
             dce(&mut fc);
             fc.rebuild_users();
@@ -373,7 +371,6 @@ impl<'a> Flat<'a> {
         c: CompId,
         args: Option<&[u32]>,
         rename: bool,
-        instantiated: &mut [bool],
         depth: usize,
     ) -> Result<u32, CompileError> {
         let m = self.module;
@@ -413,9 +410,9 @@ impl<'a> Flat<'a> {
                     let Some(callee) = ins.attrs.called_with(CallRole::ToApply) else {
                         return Err(bad(m, format!("call '{}' has no to_apply", ins.name)));
                     };
-                    let keep_names = !instantiated[callee] && self.kinds[callee] == CompKind::Dropped;
-                    instantiated[callee] = true;
-                    self.instantiate(out, callee, Some(&operands), rename || !keep_names, instantiated, depth + 1)?
+                    // Inlined instructions get fresh names (`name.N`), as XLA's inliner
+                    // clones them: the callee's names may clash with the caller's.
+                    self.instantiate(out, callee, Some(&operands), true, depth + 1)?
                 }
                 Opcode::GetTupleElement
                     if operands.len() == 1

@@ -643,7 +643,9 @@ fn solve_comp(
     };
     let order = fc.order.clone();
 
-    // 1. Fixed layouts.
+    // 1. Buffers whose layout is fixed, all seeded before any propagation: entry and
+    //    condition parameters, results of while/conditional/fusion/default-layout ops,
+    //    configured outputs, then the required result of the computation.
     match role {
         Role::Entry => {
             let given = m.attrs.entry_computation_layout.as_ref();
@@ -657,13 +659,11 @@ fn solve_comp(
                     _ => default_leaves(shape),
                 };
                 s.set_all(p, &leaves);
-                s.drain();
             }
         }
         Role::Cond(l) => {
             if param0 != NONE {
                 s.set_all(param0, l);
-                s.drain();
             }
         }
         _ => {}
@@ -678,12 +678,7 @@ fn solve_comp(
                     }
                 }
             }
-            Opcode::Conditional => {
-                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
-                    s.set_all(x, &b.root);
-                }
-            }
-            Opcode::Fusion => {
+            Opcode::Conditional | Opcode::Fusion => {
                 if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
                     s.set_all(x, &b.root);
                 }
@@ -692,12 +687,40 @@ fn solve_comp(
                 let l = default_leaves(&n.shape);
                 s.set_all(x, &l);
             }
-            _ => continue,
+            _ => {}
         }
-        s.drain();
     }
+    if !cfg.layouts.is_empty() {
+        for &x in &order {
+            let n = s.node(x);
+            if n.origin == NONE {
+                continue;
+            }
+            if let Some(o) = cfg.layouts.get(&(n.origin as usize)).and_then(|nl| nl.output.as_ref()) {
+                s.set(x, 0, o);
+            }
+        }
+    }
+    match role {
+        Role::Entry => {
+            let root = fc.root;
+            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
+                if r.compatible(&fc.nodes[root as usize].shape) {
+                    let l = written_leaves(r);
+                    s.set_all(root, &l);
+                    s.root_req = Some(l);
+                }
+            }
+        }
+        Role::Branch(Some(l)) => {
+            s.set_all(fc.root, l);
+            s.root_req = Some(l.clone());
+        }
+        _ => {}
+    }
+    s.drain();
 
-    // 2. The configuration.
+    // 2. Configured operand layouts: requirements of the use, propagated to the operand.
     if !cfg.layouts.is_empty() {
         for &x in &order {
             let n = s.node(x);
@@ -705,10 +728,6 @@ fn solve_comp(
                 continue;
             }
             let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else { continue };
-            if let Some(o) = &nl.output {
-                s.set(x, 0, o);
-                s.drain();
-            }
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
                 if let Some(l) = l {
                     s.require(x, slot, SmallVec::from_elem(l.clone(), 1));
@@ -718,25 +737,6 @@ fn solve_comp(
     }
 
     // 3. Uses that need a layout.
-    match role {
-        Role::Entry => {
-            let root = fc.root;
-            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
-                if r.compatible(&fc.nodes[root as usize].shape) {
-                    let l = written_leaves(r);
-                    s.set_all(root, &l);
-                    s.root_req = Some(l);
-                    s.drain();
-                }
-            }
-        }
-        Role::Branch(Some(l)) => {
-            s.set_all(fc.root, l);
-            s.root_req = Some(l.clone());
-            s.drain();
-        }
-        _ => {}
-    }
     for &x in &order {
         let n = s.node(x);
         match n.opcode {
