@@ -10,7 +10,9 @@ fn shared() -> Option<PathBuf> {
     if p.join("hlo_corpus").is_dir() {
         return Some(p);
     }
-    std::env::var_os("TPUSIM_SHARED").map(PathBuf::from).filter(|p| p.join("hlo_corpus").is_dir())
+    std::env::var_os("TPUSIM_SHARED")
+        .map(PathBuf::from)
+        .filter(|p| p.join("hlo_corpus").is_dir())
 }
 
 fn bench(c: &mut Criterion) {
@@ -20,7 +22,11 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("compile");
     g.sample_size(30);
-    for name in ["resnet50_train_b8", "bert_small_train_b8s128", "resnet50_infer_b4"] {
+    for name in [
+        "resnet50_train_b8",
+        "bert_small_train_b8s128",
+        "resnet50_infer_b4",
+    ] {
         let path = dir.join("hlo_corpus/jax").join(format!("{name}.hlo"));
         let Ok(text) = std::fs::read_to_string(&path) else {
             eprintln!("skipping {name}: cannot read {}", path.display());
@@ -33,18 +39,30 @@ fn bench(c: &mut Criterion) {
                 continue;
             }
         };
-        let configs: Vec<CompilationConfig> = (0..16).map(|s| CompilationConfig::random_layouts(&module, s)).collect();
+        let configs: Vec<CompilationConfig> = (0..16)
+            .map(|s| CompilationConfig::random_layouts(&module, s))
+            .collect();
         let mut i = 0usize;
         g.bench_function(format!("{name}/random_layout"), |b| {
             b.iter(|| {
                 i = (i + 1) % configs.len();
-                black_box(compile(&module, &configs[i]).map(|c| c.kernels.len()).unwrap_or(0))
+                black_box(
+                    compile(&module, &configs[i])
+                        .map(|c| c.kernels.len())
+                        .unwrap_or(0),
+                )
             })
         });
         if name == "resnet50_train_b8" {
             let default = CompilationConfig::default();
             g.bench_function(format!("{name}/default"), |b| {
-                b.iter(|| black_box(compile(&module, &default).map(|c| c.kernels.len()).unwrap_or(0)))
+                b.iter(|| {
+                    black_box(
+                        compile(&module, &default)
+                            .map(|c| c.kernels.len())
+                            .unwrap_or(0),
+                    )
+                })
             });
         }
     }

@@ -114,12 +114,22 @@ fn names(m: &Module) -> HashMap<String, Opcode> {
 }
 
 /// The instruction (or an inlined clone `name.N`) exists with a compatible opcode.
-fn present(names: &HashMap<String, Opcode>, by_prefix: &HashMap<&str, Vec<Opcode>>, name: &str, op: Opcode) -> bool {
-    let ok = |o: Opcode| o == op || (o == Opcode::Bitcast && matches!(op, Opcode::Reshape | Opcode::Transpose));
+fn present(
+    names: &HashMap<String, Opcode>,
+    by_prefix: &HashMap<&str, Vec<Opcode>>,
+    name: &str,
+    op: Opcode,
+) -> bool {
+    let ok = |o: Opcode| {
+        o == op || (o == Opcode::Bitcast && matches!(op, Opcode::Reshape | Opcode::Transpose))
+    };
     if names.get(name).copied().map(ok).unwrap_or(false) {
         return true;
     }
-    by_prefix.get(name).map(|v| v.iter().any(|&o| ok(o))).unwrap_or(false)
+    by_prefix
+        .get(name)
+        .map(|v| v.iter().any(|&o| ok(o)))
+        .unwrap_or(false)
 }
 
 #[test]
@@ -133,7 +143,10 @@ fn default_compile_is_valid_and_complete() {
         // Prints and reads back to the same module.
         let text = print_module(&c.module);
         let back = parse_module(name, &text).unwrap_or_else(|e| panic!("{name}: reparse: {e}"));
-        assert!(back == c.module, "{name}: print/parse round trip changed the module");
+        assert!(
+            back == c.module,
+            "{name}: print/parse round trip changed the module"
+        );
         let path = out_dir.path().join(format!("{name}.hlo"));
         std::fs::write(&path, &text).unwrap();
         written.push(path);
@@ -144,7 +157,10 @@ fn default_compile_is_valid_and_complete() {
         let given = m.attrs.entry_computation_layout.as_ref();
         for (k, (&a, &b)) in e0.params.iter().zip(&e1.params).enumerate() {
             let (sa, sb) = (&e0.instr(a).shape, &e1.instr(b).shape);
-            assert!(sa.compatible(sb), "{name}: parameter {k} changed: {sa:?} vs {sb:?}");
+            assert!(
+                sa.compatible(sb),
+                "{name}: parameter {k} changed: {sa:?} vs {sb:?}"
+            );
             if let Some((ps, _)) = given {
                 let want: Vec<_> = ps[k].leaves().iter().map(|l| l.minor_to_major()).collect();
                 let got: Vec<_> = sb.leaves().iter().map(|l| l.minor_to_major()).collect();
@@ -197,7 +213,12 @@ fn default_compile_is_valid_and_complete() {
                     let fc = c.module.comp(f);
                     assert_eq!(fc.len() - fc.params.len(), k.instruction_count);
                     assert_eq!(fc.params.len(), k.parameters.len());
-                    assert!(fc.find(&k.hero_name).is_some(), "{name}: hero {} not in {}", k.hero_name, fc.name);
+                    assert!(
+                        fc.find(&k.hero_name).is_some(),
+                        "{name}: hero {} not in {}",
+                        k.hero_name,
+                        fc.name
+                    );
                     assert_eq!(fc.instr(fc.find(&k.hero_name).unwrap()).opcode, k.hero);
                     assert_ne!(k.kind, KernelKind::Unfused);
                 }
@@ -209,7 +230,12 @@ fn default_compile_is_valid_and_complete() {
             }
             // Every dot/convolution kernel is kOutput.
             if matches!(k.hero, Opcode::Dot | Opcode::Convolution) {
-                assert_eq!(k.kind, KernelKind::Output, "{name}: {} is not kOutput", k.name);
+                assert_eq!(
+                    k.kind,
+                    KernelKind::Output,
+                    "{name}: {} is not kOutput",
+                    k.name
+                );
             }
         }
         // The dry path gives the same kernels.
@@ -219,7 +245,10 @@ fn default_compile_is_valid_and_complete() {
         assert_eq!(c.stats.output_instructions, c.module.instruction_count());
         // JSON view.
         let v: serde_json::Value = serde_json::from_str(&c.kernels_json()).unwrap();
-        assert_eq!(v["kernels"].as_array().map(|a| a.len()), Some(c.kernels.len()));
+        assert_eq!(
+            v["kernels"].as_array().map(|a| a.len()),
+            Some(c.kernels.len())
+        );
     }
     oracle(&written);
 }
@@ -234,10 +263,17 @@ fn oracle(files: &[PathBuf]) {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !has_jax || !tool.is_file() {
-        println!("skipping the XLA oracle check: python3 with jaxlib or {} missing", tool.display());
+        println!(
+            "skipping the XLA oracle check: python3 with jaxlib or {} missing",
+            tool.display()
+        );
         return;
     }
-    let out = std::process::Command::new("python3").arg(&tool).args(files).output().unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&tool)
+        .args(files)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), files.len(), "oracle output: {text}");
@@ -260,22 +296,43 @@ fn resnet50_inference_has_one_output_fusion_per_convolution() {
     let convs: usize = m
         .computations
         .values()
-        .map(|c| c.order.iter().filter(|&&i| c.instr(i).opcode == Opcode::Convolution).count())
+        .map(|c| {
+            c.order
+                .iter()
+                .filter(|&&i| c.instr(i).opcode == Opcode::Convolution)
+                .count()
+        })
         .sum();
     assert_eq!(convs, 53);
     let c = compile(m, &CompilationConfig::default()).unwrap();
-    let conv_kernels: Vec<_> = c.kernels.iter().filter(|k| k.hero == Opcode::Convolution).collect();
+    let conv_kernels: Vec<_> = c
+        .kernels
+        .iter()
+        .filter(|k| k.hero == Opcode::Convolution)
+        .collect();
     assert_eq!(conv_kernels.len(), 53);
     let mut heroes = HashSet::new();
     for k in &conv_kernels {
         assert_eq!(k.kind, KernelKind::Output);
-        assert!(heroes.insert(k.hero_name.clone()), "two kernels with hero {}", k.hero_name);
+        assert!(
+            heroes.insert(k.hero_name.clone()),
+            "two kernels with hero {}",
+            k.hero_name
+        );
         let fc = c.module.comp(k.fused_computation.unwrap());
-        let n = fc.order.iter().filter(|&&i| fc.instr(i).opcode == Opcode::Convolution).count();
+        let n = fc
+            .order
+            .iter()
+            .filter(|&&i| fc.instr(i).opcode == Opcode::Convolution)
+            .count();
         assert_eq!(n, 1, "{} holds {n} convolutions", k.name);
         // Layouts: activations NHWC with the feature dim minor.
         let out = &k.outputs[0];
-        assert_eq!(out.minor_to_major[0], 3, "{}: feature dim not minor", k.name);
+        assert_eq!(
+            out.minor_to_major[0], 3,
+            "{}: feature dim not minor",
+            k.name
+        );
         assert_eq!(out.tiles.len(), 1);
     }
     // Convolutions whose only user is elementwise get it fused (the epilogue).
@@ -287,15 +344,26 @@ fn resnet50_inference_has_one_output_fusion_per_convolution() {
             let users = comp.users(id);
             if users.len() == 1 && comp.instr(users[0]).opcode.is_elementwise() {
                 let u = &comp.instr(users[0]).name;
-                let k = conv_kernels.iter().find(|k| &k.hero_name == &comp.instr(id).name).unwrap();
+                let k = conv_kernels
+                    .iter()
+                    .find(|k| k.hero_name == comp.instr(id).name)
+                    .unwrap();
                 let fc = c.module.comp(k.fused_computation.unwrap());
-                assert!(fc.find(u).is_some(), "epilogue {u} not fused with {}", comp.instr(id).name);
+                assert!(
+                    fc.find(u).is_some(),
+                    "epilogue {u} not fused with {}",
+                    comp.instr(id).name
+                );
             }
         }
     }
     // The kernel count is plausible: at least one kernel per convolution, and fewer than
     // half of the instructions.
-    assert!(c.kernels.len() >= 53 && c.kernels.len() < m.instruction_count() / 2, "{} kernels", c.kernels.len());
+    assert!(
+        c.kernels.len() >= 53 && c.kernels.len() < m.instruction_count() / 2,
+        "{} kernels",
+        c.kernels.len()
+    );
 }
 
 #[test]
@@ -316,9 +384,15 @@ fn bert_dots_are_output_fusions_with_bias_epilogue() {
             fc.order.iter().any(|&i| fc.instr(i).opcode == Opcode::Add)
         })
         .count();
-    assert!(with_add >= 12, "only {with_add} dot kernels have a fused add");
+    assert!(
+        with_add >= 12,
+        "only {with_add} dot kernels have a fused add"
+    );
     // Reductions (softmax, layer norm) are kInput kernels or unfused reduces.
-    assert!(c.kernels.iter().any(|k| k.kind == KernelKind::Input && k.hero == Opcode::Reduce));
+    assert!(c
+        .kernels
+        .iter()
+        .any(|k| k.kind == KernelKind::Input && k.hero == Opcode::Reduce));
 }
 
 #[test]
@@ -338,8 +412,14 @@ fn lstm_while_loop_kernels_carry_the_trip_count() {
         assert_eq!(s.trip_count, Some(32), "{} in {}", k.name, s.instruction);
     }
     // Kernels of a body come right after the kernels before the while in the entry.
-    let first_loop = c.kernels.iter().position(|k| k.call_site.is_some()).unwrap();
-    assert!(c.kernels[..first_loop].iter().all(|k| k.computation == c.module.entry));
+    let first_loop = c
+        .kernels
+        .iter()
+        .position(|k| k.call_site.is_some())
+        .unwrap();
+    assert!(c.kernels[..first_loop]
+        .iter()
+        .all(|k| k.computation == c.module.entry));
 }
 
 #[test]
@@ -351,22 +431,34 @@ fn random_layouts_compile_to_valid_modules() {
             let c = compile(m, &cfg).unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
             verify(&c.module).unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
             let text = print_module(&c.module);
-            let back = parse_module(name, &text).unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
+            let back =
+                parse_module(name, &text).unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
             assert!(back == c.module, "{name} seed {seed}: round trip");
             // Deterministic.
             let again = compile(m, &cfg).unwrap();
-            assert_eq!(print_module(&again.module), text, "{name} seed {seed}: not deterministic");
+            assert_eq!(
+                print_module(&again.module),
+                text,
+                "{name} seed {seed}: not deterministic"
+            );
             // A configured convolution input layout is what the convolution reads.
             let table = tpusim::passes::NodeTable::new(m);
             for e in &cfg.layout {
-                let tpusim::passes::NodeRef::Index(i) = e.node else { continue };
+                let tpusim::passes::NodeRef::Index(i) = e.node else {
+                    continue;
+                };
                 let (ci, id) = table.nodes[i];
                 let ins = m.comp(ci).instr(id);
                 if ins.opcode != Opcode::Convolution || e.input.is_empty() || ci != m.entry {
                     continue;
                 }
                 let k = c.kernels.iter().find(|k| k.hero_name == ins.name).unwrap();
-                assert_eq!(k.hero_operands[0].minor_to_major.to_vec(), e.input, "{name}: {}", ins.name);
+                assert_eq!(
+                    k.hero_operands[0].minor_to_major.to_vec(),
+                    e.input,
+                    "{name}: {}",
+                    ins.name
+                );
                 if !e.kernel.is_empty() {
                     assert_eq!(k.hero_operands[1].minor_to_major.to_vec(), e.kernel);
                 }

@@ -3,14 +3,18 @@
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::ir::{Computation, Module, Opcode, Shape};
 use tpusim::passes::{
-    compile, configurable_nodes, verify::verify, CompilationConfig, CompileError, LayoutEntry, NodeRef,
+    compile, configurable_nodes, verify::verify, CompilationConfig, CompileError, LayoutEntry,
+    NodeRef,
 };
 
 fn module(text: &str) -> Module {
     parse_module("test.hlo", text).unwrap()
 }
 
-fn layout_cfg(entries: &[(&str, &[i64], &[i64], &[i64])]) -> CompilationConfig {
+/// (node, output, input, kernel)
+type Entry<'a> = (&'a str, &'a [i64], &'a [i64], &'a [i64]);
+
+fn layout_cfg(entries: &[Entry<'_>]) -> CompilationConfig {
     CompilationConfig {
         layout: entries
             .iter()
@@ -143,19 +147,32 @@ fn convolution_input_layout_differing_from_its_producer_costs_one_copy() {
     // c1 writes row-major, c2 wants {0,3,2,1}: the relu between them follows c1 (layouts
     // propagate through elementwise ops), so one copy r -> {0,3,2,1}; plus the copy of x
     // into the TPU input layout of c1.
-    let cfg = layout_cfg(&[("c1", &[3, 2, 1, 0], &[], &[]), ("c2", &[], &[0, 3, 2, 1], &[])]);
+    let cfg = layout_cfg(&[
+        ("c1", &[3, 2, 1, 0], &[], &[]),
+        ("c2", &[], &[0, 3, 2, 1], &[]),
+    ]);
     let c = compile(&m, &cfg).unwrap();
     verify(&c.module).unwrap();
     assert_eq!(
         copies(&c.module),
-        vec![("r".to_string(), vec![0, 3, 2, 1]), ("x".to_string(), vec![3, 0, 2, 1])]
+        vec![
+            ("r".to_string(), vec![0, 3, 2, 1]),
+            ("x".to_string(), vec![3, 0, 2, 1])
+        ]
     );
     // The copy is a kernel of its own (a physical transpose) between the two fusions.
-    let copy_kernels: Vec<_> = c.kernels.iter().filter(|k| k.hero == Opcode::Copy).collect();
+    let copy_kernels: Vec<_> = c
+        .kernels
+        .iter()
+        .filter(|k| k.hero == Opcode::Copy)
+        .collect();
     assert_eq!(copy_kernels.len(), 2);
 
     // When c1 already produces what c2 reads, the relu is in that layout too: no copy.
-    let cfg = layout_cfg(&[("c1", &[0, 3, 2, 1], &[], &[]), ("c2", &[], &[0, 3, 2, 1], &[])]);
+    let cfg = layout_cfg(&[
+        ("c1", &[0, 3, 2, 1], &[], &[]),
+        ("c2", &[], &[0, 3, 2, 1], &[]),
+    ]);
     let c = compile(&m, &cfg).unwrap();
     assert_eq!(copies(&c.module), vec![("x".to_string(), vec![3, 0, 2, 1])]);
     let (rc, rid) = instr(&c.module, "r");
@@ -166,8 +183,18 @@ fn convolution_input_layout_differing_from_its_producer_costs_one_copy() {
     assert_eq!(nodes.iter().map(|n| n.2).collect::<Vec<_>>(), vec![3, 7]);
     let by_index = CompilationConfig {
         layout: vec![
-            LayoutEntry { node: NodeRef::Index(3), output: vec![0, 3, 2, 1], input: vec![], kernel: vec![] },
-            LayoutEntry { node: NodeRef::Index(7), output: vec![], input: vec![0, 3, 2, 1], kernel: vec![] },
+            LayoutEntry {
+                node: NodeRef::Index(3),
+                output: vec![0, 3, 2, 1],
+                input: vec![],
+                kernel: vec![],
+            },
+            LayoutEntry {
+                node: NodeRef::Index(7),
+                output: vec![],
+                input: vec![0, 3, 2, 1],
+                kernel: vec![],
+            },
         ],
         ..Default::default()
     };
@@ -320,7 +347,14 @@ ENTRY e {
     let k = c.kernels.iter().find(|k| k.hero == Opcode::Dot).unwrap();
     assert_eq!(k.computation_name, "body");
     let site = k.call_site.as_ref().unwrap();
-    assert_eq!((site.instruction.as_str(), site.role.as_str(), site.trip_count), ("loop", "body", Some(10)));
+    assert_eq!(
+        (
+            site.instruction.as_str(),
+            site.role.as_str(),
+            site.trip_count
+        ),
+        ("loop", "body", Some(10))
+    );
     assert_eq!(k.instruction_count, 2);
     // A configured dot output layout {0,1}: the body decides the loop-carried layout
     // (tanh keeps it, the body parameter follows the body result), so the loop carries
@@ -330,7 +364,10 @@ ENTRY e {
     verify(&c.module).unwrap();
     assert_eq!(
         copies(&c.module),
-        vec![("h0".to_string(), vec![0, 1]), ("out".to_string(), vec![1, 0])]
+        vec![
+            ("h0".to_string(), vec![0, 1]),
+            ("out".to_string(), vec![1, 0])
+        ]
     );
     assert!(c
         .kernels
@@ -352,21 +389,52 @@ fn invalid_layout_configs_name_the_node() {
     let e = err(layout_cfg(&[("c1", &[0, 1, 2, 2], &[], &[])]));
     assert!(e.to_string().contains("repeated"), "{e}");
     let e = err(layout_cfg(&[("c1", &[], &[], &[0, 1, 2, 4])]));
-    assert!(e.to_string().contains("kernel") && e.to_string().contains("does not exist"), "{e}");
+    assert!(
+        e.to_string().contains("kernel") && e.to_string().contains("does not exist"),
+        "{e}"
+    );
     let e = err(layout_cfg(&[("nope", &[0, 1, 2, 3], &[], &[])]));
-    assert!(matches!(e, CompileError::UnknownNode { ref name, .. } if name == "nope"), "{e}");
+    assert!(
+        matches!(e, CompileError::UnknownNode { ref name, .. } if name == "nope"),
+        "{e}"
+    );
     let e = err(layout_cfg(&[("r", &[0, 1, 2, 3], &[], &[])]));
     assert!(matches!(e, CompileError::NotConfigurable { .. }), "{e}");
-    assert!(e.to_string().contains("maximum") && e.to_string().contains("'r'"), "{e}");
+    assert!(
+        e.to_string().contains("maximum") && e.to_string().contains("'r'"),
+        "{e}"
+    );
     let e = err(CompilationConfig {
-        layout: vec![LayoutEntry { node: NodeRef::Index(99), output: vec![], input: vec![], kernel: vec![] }],
+        layout: vec![LayoutEntry {
+            node: NodeRef::Index(99),
+            output: vec![],
+            input: vec![],
+            kernel: vec![],
+        }],
         ..Default::default()
     });
-    assert!(matches!(e, CompileError::NodeIndexOutOfRange { index: 99, count: 8, .. }), "{e}");
-    let e = err(layout_cfg(&[("c1", &[0, 1, 2, 3], &[], &[]), ("c1", &[], &[0, 1, 2, 3], &[])]));
+    assert!(
+        matches!(
+            e,
+            CompileError::NodeIndexOutOfRange {
+                index: 99,
+                count: 8,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = err(layout_cfg(&[
+        ("c1", &[0, 1, 2, 3], &[], &[]),
+        ("c1", &[], &[0, 1, 2, 3], &[]),
+    ]));
     assert!(matches!(e, CompileError::DuplicateLayout { .. }), "{e}");
     // Trailing -1 padding (TpuGraphs) is fine; all -1 means compiler's choice.
-    assert!(compile(&m, &layout_cfg(&[("c1", &[3, 2, 1, 0, -1, -1], &[-1, -1, -1, -1, -1, -1], &[])])).is_ok());
+    assert!(compile(
+        &m,
+        &layout_cfg(&[("c1", &[3, 2, 1, 0, -1, -1], &[-1, -1, -1, -1, -1, -1], &[])])
+    )
+    .is_ok());
 
     let r = module(
         r#"
@@ -378,7 +446,16 @@ ENTRY e {
 "#,
     );
     let e = compile(&r, &layout_cfg(&[("y", &[], &[], &[1, 0])])).unwrap_err();
-    assert!(matches!(e, CompileError::NoSuchTensor { tensor: "kernel", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            CompileError::NoSuchTensor {
+                tensor: "kernel",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // A reshape's configured input layout is what it reads.
     let c = compile(&r, &layout_cfg(&[("y", &[0, 1], &[0, 1, 2], &[])])).unwrap();
     assert_eq!(copies(&c.module), vec![("x".to_string(), vec![0, 1, 2])]);
@@ -388,9 +465,17 @@ ENTRY e {
 fn configs_load_from_json_and_toml_files() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
-    std::fs::write(&json, r#"{"layout": [{"node": "c2", "input": [0, 3, 2, 1]}], "fusion": {"policy": "none"}}"#).unwrap();
+    std::fs::write(
+        &json,
+        r#"{"layout": [{"node": "c2", "input": [0, 3, 2, 1]}], "fusion": {"policy": "none"}}"#,
+    )
+    .unwrap();
     let toml = dir.path().join("c.toml");
-    std::fs::write(&toml, "[fusion]\npolicy = \"none\"\n\n[[layout]]\nnode = \"c2\"\ninput = [0, 3, 2, 1]\n").unwrap();
+    std::fs::write(
+        &toml,
+        "[fusion]\npolicy = \"none\"\n\n[[layout]]\nnode = \"c2\"\ninput = [0, 3, 2, 1]\n",
+    )
+    .unwrap();
     let a = CompilationConfig::from_path(&json).unwrap();
     let b = CompilationConfig::from_path(&toml).unwrap();
     assert_eq!(a, b);
@@ -400,5 +485,8 @@ fn configs_load_from_json_and_toml_files() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[[layout]]\nnode = \"c2\"\ninptu = [0]\n").unwrap();
     let e = CompilationConfig::from_path(&bad).unwrap_err();
-    assert!(e.to_string().contains("bad.toml") && e.to_string().contains("inptu"), "{e}");
+    assert!(
+        e.to_string().contains("bad.toml") && e.to_string().contains("inptu"),
+        "{e}"
+    );
 }

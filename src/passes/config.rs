@@ -2,8 +2,8 @@
 //! tile sizes — the configuration space TpuGraphs explores — with JSON/TOML loading and
 //! validation against a module.
 
-use serde::{Deserialize, Serialize};
 use petgraph::visit::NodeIndexable;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -85,7 +85,10 @@ impl LayoutEntry {
     /// The 18-float TpuGraphs feature row of this entry.
     pub fn to_tpugraphs_row(&self) -> [f32; 18] {
         let mut row = [-1f32; 18];
-        for (k, l) in [&self.output, &self.input, &self.kernel].into_iter().enumerate() {
+        for (k, l) in [&self.output, &self.input, &self.kernel]
+            .into_iter()
+            .enumerate()
+        {
             for (i, &d) in l.iter().take(6).enumerate() {
                 row[6 * k + i] = d as f32;
             }
@@ -165,7 +168,9 @@ pub struct TileBounds {
 impl TileBounds {
     /// True when all three lists are empty (compiler default).
     pub fn is_default(&self) -> bool {
-        self.output_bounds.is_empty() && self.kernel_bounds.is_empty() && self.input_bounds.is_empty()
+        self.output_bounds.is_empty()
+            && self.kernel_bounds.is_empty()
+            && self.input_bounds.is_empty()
     }
 }
 
@@ -270,12 +275,12 @@ impl CompilationConfig {
             let comp = module.comp(c);
             let ins = comp.instr(id);
             let perm = |rank: usize, rng: &mut SplitMix64| -> Vec<i64> {
-                if rng.next() & 1 == 0 {
+                if rng.next_u64() & 1 == 0 {
                     return Vec::new();
                 }
                 let mut v: Vec<i64> = (0..rank as i64).collect();
                 for i in (1..v.len()).rev() {
-                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    let j = (rng.next_u64() % (i as u64 + 1)) as usize;
                     v.swap(i, j);
                 }
                 v
@@ -315,7 +320,7 @@ pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -549,11 +554,9 @@ pub fn resolve(
         .layout
         .iter()
         .any(|e| matches!(e.node, NodeRef::Name(_)))
-        || cfg
-            .fusion
-            .overrides
-            .iter()
-            .any(|o| matches!(o.producer, NodeRef::Name(_)) || matches!(o.consumer, NodeRef::Name(_)));
+        || cfg.fusion.overrides.iter().any(|o| {
+            matches!(o.producer, NodeRef::Name(_)) || matches!(o.consumer, NodeRef::Name(_))
+        });
     let mut names = if needs_names {
         Some(Names::new(m, t))
     } else {
@@ -569,7 +572,13 @@ pub fn resolve(
         .collect::<Vec<_>>()
         .join(", ");
     for e in &cfg.layout {
-        let i = resolve_node(m, t, &mut names, &e.node, &format!("layout config for node {}", e.node))?;
+        let i = resolve_node(
+            m,
+            t,
+            &mut names,
+            &e.node,
+            &format!("layout config for node {}", e.node),
+        )?;
         let (c, id) = t.nodes[i];
         let comp = m.comp(c);
         let ins = comp.instr(id);
@@ -592,7 +601,13 @@ pub fn resolve(
         };
         let nl = NodeLayout {
             output: check_perm(&label, "output", &e.output, Some(ins.shape.rank()), "")?,
-            input: check_perm(&label, "input", &e.input, operand_rank(0), "operand 0 is not an array")?,
+            input: check_perm(
+                &label,
+                "input",
+                &e.input,
+                operand_rank(0),
+                "operand 0 is not an array",
+            )?,
             kernel: check_perm(
                 &label,
                 "kernel",
@@ -668,7 +683,10 @@ output_bounds = [1, 8]
 
     #[test]
     fn permutation_check() {
-        assert_eq!(check_perm("n", "output", &[-1, -1], Some(3), "").unwrap(), None);
+        assert_eq!(
+            check_perm("n", "output", &[-1, -1], Some(3), "").unwrap(),
+            None
+        );
         assert!(check_perm("n", "output", &[0, 1], Some(3), "").is_err());
         assert!(check_perm("n", "output", &[0, 0, 1], Some(3), "").is_err());
         assert!(check_perm("n", "output", &[0, 1, 3], Some(3), "").is_err());

@@ -13,7 +13,9 @@ use super::fusion::FusionPlan;
 use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
-use crate::ir::{Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape};
+use crate::ir::{
+    Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
+};
 
 /// Output of the emitter.
 pub(crate) struct Emitted {
@@ -93,13 +95,19 @@ fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
     }
 }
 
-fn remap_called(attrs: &mut Attrs, new_id: &[Option<CompId>], m: &Module, who: &str) -> Result<(), CompileError> {
+fn remap_called(
+    attrs: &mut Attrs,
+    new_id: &[Option<CompId>],
+    m: &Module,
+    who: &str,
+) -> Result<(), CompileError> {
     for (_, c) in attrs.called.iter_mut() {
-        *c = new_id
-            .get(*c)
-            .copied()
-            .flatten()
-            .ok_or_else(|| bad(m, format!("'{who}' calls a computation that was not emitted")))?;
+        *c = new_id.get(*c).copied().flatten().ok_or_else(|| {
+            bad(
+                m,
+                format!("'{who}' calls a computation that was not emitted"),
+            )
+        })?;
     }
     Ok(())
 }
@@ -153,7 +161,10 @@ impl<'e, 'a> Emitter<'e, 'a> {
         self.n_comps += 1;
         if let Some(comp) = comp {
             if self.comps.contains_key(&comp.name) {
-                return Err(bad(self.m, format!("two computations named '{}'", comp.name)));
+                return Err(bad(
+                    self.m,
+                    format!("two computations named '{}'", comp.name),
+                ));
             }
             self.instructions += comp.len();
             self.comps.insert(comp.name.clone(), comp);
@@ -163,7 +174,13 @@ impl<'e, 'a> Emitter<'e, 'a> {
 
     /// The output name of node `x`: its own the first time, a fresh one for clones.
     /// Returns None (but keeps the numbering) when the string is not `needed`.
-    fn name_for(&mut self, nd: &FNode<'a>, x: u32, named: &mut [bool], needed: bool) -> Option<String> {
+    fn name_for(
+        &mut self,
+        nd: &FNode<'a>,
+        x: u32,
+        named: &mut [bool],
+        needed: bool,
+    ) -> Option<String> {
         if !named[x as usize] {
             named[x as usize] = true;
             needed.then(|| nd.name().to_string())
@@ -184,7 +201,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
     }
 
-    fn emit_flat(&mut self, fi: usize, fc: &FComp<'a>, plan: &FusionPlan) -> Result<CompId, CompileError> {
+    fn emit_flat(
+        &mut self,
+        fi: usize,
+        fc: &FComp<'a>,
+        plan: &FusionPlan,
+    ) -> Result<CompId, CompileError> {
         let m = self.m;
         let dry = self.dry;
         let n = fc.nodes.len();
@@ -218,13 +240,21 @@ impl<'e, 'a> Emitter<'e, 'a> {
         push(fc.root, &mut live, &mut stack);
         for &x in &fc.order {
             let nd = &fc.nodes[x as usize];
-            if standalone(x) && (nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false)) {
+            if standalone(x)
+                && (nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false))
+            {
                 push(x, &mut live, &mut stack);
             }
         }
         while let Some(x) = stack.pop() {
             if !standalone(x) {
-                return Err(bad(m, format!("'{}' is used outside the fusion that absorbed it", fc.nodes[x as usize].name())));
+                return Err(bad(
+                    m,
+                    format!(
+                        "'{}' is used outside the fusion that absorbed it",
+                        fc.nodes[x as usize].name()
+                    ),
+                ));
             }
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g != NONE {
@@ -242,7 +272,9 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let live_groups = fc
             .order
             .iter()
-            .filter(|&&x| live[x as usize] && plan.group_at.get(x as usize).copied().unwrap_or(NONE) != NONE)
+            .filter(|&&x| {
+                live[x as usize] && plan.group_at.get(x as usize).copied().unwrap_or(NONE) != NONE
+            })
             .count();
         let cid = self.n_comps + live_groups;
         let mut comp = if dry {
@@ -263,7 +295,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut local: Vec<u32> = vec![NONE; n];
         let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
             v.iter()
-                .map(|&o| Some(map[o as usize]).filter(|&i| i != NONE).map(|i| NodeIndex::new(i as usize)))
+                .map(|&o| {
+                    Some(map[o as usize])
+                        .filter(|&i| i != NONE)
+                        .map(|i| NodeIndex::new(i as usize))
+                })
                 .collect()
         };
         for &x in &fc.order {
@@ -278,18 +314,26 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 let id = next_id;
                 next_id += 1;
                 if nd.opcode == Opcode::Parameter {
-                    params.push((nd.src.and_then(|s| s.attrs.parameter_number).unwrap_or(-1), id));
+                    params.push((
+                        nd.src.and_then(|s| s.attrs.parameter_number).unwrap_or(-1),
+                        id,
+                    ));
                 }
                 if let Some(c) = comp.as_mut() {
                     let ins = self.instr(nd, name.clone().unwrap_or_default())?;
-                    let ops = ids(&nd.operands, &new_ids).ok_or_else(|| bad(m, format!("operand of '{}' was not emitted", ins.name)))?;
+                    let ops = ids(&nd.operands, &new_ids).ok_or_else(|| {
+                        bad(m, format!("operand of '{}' was not emitted", ins.name))
+                    })?;
                     c.add(ins, &ops);
                 }
                 new_ids[x as usize] = id;
                 if is_kernel {
                     let name = name.unwrap_or_default();
-                    let parameters: Vec<PhysicalShape> =
-                        nd.operands.iter().flat_map(|&o| phys(&fc.nodes[o as usize])).collect();
+                    let parameters: Vec<PhysicalShape> = nd
+                        .operands
+                        .iter()
+                        .flat_map(|&o| phys(&fc.nodes[o as usize]))
+                        .collect();
                     kernels.push((
                         x,
                         Kernel {
@@ -337,7 +381,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     self.names.fresh(&format!("param_{i}"))
                 };
                 if let Some(f) = f.as_mut() {
-                    let mut p = Instruction::new(pname, Opcode::Parameter, laid_out(&on.shape, &on.layouts));
+                    let mut p = Instruction::new(
+                        pname,
+                        Opcode::Parameter,
+                        laid_out(&on.shape, &on.layouts),
+                    );
                     p.attrs.parameter_number = Some(i as i64);
                     let id = f.add(p, &[]);
                     f.params.push(id);
@@ -355,7 +403,9 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 }
                 if let Some(f) = f.as_mut() {
                     let ins = self.instr(nd2, name.unwrap_or_default())?;
-                    let ops = ids(&nd2.operands, &local).ok_or_else(|| bad(m, format!("fused operand of '{}' missing", ins.name)))?;
+                    let ops = ids(&nd2.operands, &local).ok_or_else(|| {
+                        bad(m, format!("fused operand of '{}' missing", ins.name))
+                    })?;
                     f.add(ins, &ops);
                 }
                 local[x2 as usize] = fid;
@@ -376,14 +426,25 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let id = next_id;
             next_id += 1;
             if let Some(c) = comp.as_mut() {
-                let root_shape = laid_out(&fc.nodes[gp.root as usize].shape, &fc.nodes[gp.root as usize].layouts);
+                let root_shape = laid_out(
+                    &fc.nodes[gp.root as usize].shape,
+                    &fc.nodes[gp.root as usize].layouts,
+                );
                 let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
                 fu.attrs.fusion_kind = Some(gp.kind);
                 fu.attrs.called.push((CallRole::Calls, fcid));
-                if let Some(md) = fc.nodes[gp.hero as usize].src.and_then(|s| s.attrs.metadata.clone()) {
+                if let Some(md) = fc.nodes[gp.hero as usize]
+                    .src
+                    .and_then(|s| s.attrs.metadata.clone())
+                {
                     fu.attrs.metadata = Some(md);
                 }
-                let ops = ids(ins_g, &new_ids).ok_or_else(|| bad(m, format!("an operand of fusion '{fu_name}' was not emitted")))?;
+                let ops = ids(ins_g, &new_ids).ok_or_else(|| {
+                    bad(
+                        m,
+                        format!("an operand of fusion '{fu_name}' was not emitted"),
+                    )
+                })?;
                 c.add(fu, &ops);
             }
             new_ids[x as usize] = id;
@@ -402,7 +463,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     fused_computation: Some(fcid),
                     parameters,
                     outputs: phys(&fc.nodes[gp.root as usize]).into_vec(),
-                    hero_operands: hero.operands.iter().flat_map(|&o| phys(&fc.nodes[o as usize])).collect(),
+                    hero_operands: hero
+                        .operands
+                        .iter()
+                        .flat_map(|&o| phys(&fc.nodes[o as usize]))
+                        .collect(),
                     tile: None,
                     instruction_count: gp.members.len(),
                     call_site: None,
@@ -415,12 +480,18 @@ impl<'e, 'a> Emitter<'e, 'a> {
         params.sort_by_key(|p| p.0);
         for (k, &(num, _)) in params.iter().enumerate() {
             if num != k as i64 {
-                return Err(bad(m, format!("parameters of '{}' are not numbered 0..n", orig.name)));
+                return Err(bad(
+                    m,
+                    format!("parameters of '{}' are not numbered 0..n", orig.name),
+                ));
             }
         }
         if let Some(c) = comp.as_mut() {
             c.root = NodeIndex::new(new_ids[fc.root as usize] as usize);
-            c.params = params.iter().map(|&(_, id)| NodeIndex::new(id as usize)).collect();
+            c.params = params
+                .iter()
+                .map(|&(_, id)| NodeIndex::new(id as usize))
+                .collect();
         }
         if dry {
             self.instructions += next_id as usize;
@@ -435,7 +506,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
 }
 
 /// Emit the compiled module (unless `dry`) and its kernels in execution order.
-pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan], dry: bool) -> Result<Emitted, CompileError> {
+pub(crate) fn emit(
+    flat: &mut Flat<'_>,
+    plans: &[FusionPlan],
+    dry: bool,
+) -> Result<Emitted, CompileError> {
     let m = flat.module;
     let nflat = flat.comps.len();
     let mut e = Emitter {
@@ -491,7 +566,11 @@ pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan], dry: bool) -> Resu
         };
         module.attrs.is_scheduled = false;
         let ec = module.entry();
-        let params: Vec<Shape> = ec.params.iter().map(|&p| ec.instr(p).shape.clone()).collect();
+        let params: Vec<Shape> = ec
+            .params
+            .iter()
+            .map(|&p| ec.instr(p).shape.clone())
+            .collect();
         let result = ec.instr(ec.root).shape.clone();
         module.attrs.entry_computation_layout = Some((params, result));
         Some(module)
@@ -540,8 +619,13 @@ fn collect(
         match nd.opcode {
             Opcode::While => {
                 let trip = flat_trip_count(flat, fc, x);
-                for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")] {
-                    if let Some(f) = nd.src.and_then(|s| s.attrs.called_with(role)).and_then(callee) {
+                for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")]
+                {
+                    if let Some(f) = nd
+                        .src
+                        .and_then(|s| s.attrs.called_with(role))
+                        .and_then(callee)
+                    {
                         let s = CallSite {
                             computation: cname.clone(),
                             instruction: nd.name().to_string(),
@@ -598,7 +682,10 @@ fn param_elem(fc: &FComp<'_>, x: u32) -> Option<i64> {
     }
     let p = &fc.nodes[*n.operands.first()? as usize];
     (p.opcode == Opcode::Parameter).then_some(())?;
-    n.src.and_then(|s| s.attrs.tuple_index).or(Some(n.tuple_index)).filter(|&k| k >= 0)
+    n.src
+        .and_then(|s| s.attrs.tuple_index)
+        .or(Some(n.tuple_index))
+        .filter(|&k| k >= 0)
 }
 
 /// Trip count of a counted while loop: `i = init; while (i < limit) { i += step }` (also
@@ -606,8 +693,16 @@ fn param_elem(fc: &FComp<'_>, x: u32) -> Option<i64> {
 fn flat_trip_count(flat: &Flat<'_>, parent: &FComp<'_>, w: u32) -> Option<u64> {
     let wn = &parent.nodes[w as usize];
     let src = wn.src?;
-    let cond = &flat.comps[flat.flat_of.get(src.attrs.called_with(CallRole::Condition)?).copied().flatten()?];
-    let body = &flat.comps[flat.flat_of.get(src.attrs.called_with(CallRole::Body)?).copied().flatten()?];
+    let cond = &flat.comps[flat
+        .flat_of
+        .get(src.attrs.called_with(CallRole::Condition)?)
+        .copied()
+        .flatten()?];
+    let body = &flat.comps[flat
+        .flat_of
+        .get(src.attrs.called_with(CallRole::Body)?)
+        .copied()
+        .flatten()?];
     let croot = &cond.nodes[cond.root as usize];
     if croot.opcode != Opcode::Compare || croot.operands.len() != 2 {
         return None;
@@ -662,13 +757,21 @@ fn src_comparison(n: &FNode<'_>) -> Option<crate::ir::Comparison> {
 /// Iterations of `for (i = init; i <dir> limit; i += step)`.
 pub(crate) fn trip(init: i64, limit: i64, step: i64, dir: crate::ir::Comparison) -> Option<u64> {
     use crate::ir::Comparison::*;
-    let ceil_div = |a: i64, b: i64| -> i64 { if a <= 0 { 0 } else { (a + b - 1) / b } };
+    let ceil_div = |a: i64, b: i64| -> i64 {
+        if a <= 0 {
+            0
+        } else {
+            (a + b - 1) / b
+        }
+    };
     let n = match dir {
         Lt if step > 0 => ceil_div(limit.checked_sub(init)?, step),
         Le if step > 0 => ceil_div(limit.checked_sub(init)?.checked_add(1)?, step),
         Gt if step < 0 => ceil_div(init.checked_sub(limit)?, -step),
         Ge if step < 0 => ceil_div(init.checked_sub(limit)?.checked_add(1)?, -step),
-        Ne if step != 0 && (limit - init) % step == 0 && (limit - init) / step >= 0 => (limit - init) / step,
+        Ne if step != 0 && (limit - init) % step == 0 && (limit - init) / step >= 0 => {
+            (limit - init) / step
+        }
         _ => return None,
     };
     u64::try_from(n).ok()

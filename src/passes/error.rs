@@ -22,7 +22,9 @@ pub enum CompileError {
     },
 
     /// The same instruction name occurs in several computations.
-    #[error("{context}: instruction name '{name}' is ambiguous (found in computations {computations})")]
+    #[error(
+        "{context}: instruction name '{name}' is ambiguous (found in computations {computations})"
+    )]
     AmbiguousNode {
         context: String,
         name: String,
@@ -69,7 +71,9 @@ pub enum CompileError {
     },
 
     /// A fusion override whose producer does not feed the consumer.
-    #[error("fusion override {producer} -> {consumer}: '{producer}' is not an operand of '{consumer}'")]
+    #[error(
+        "fusion override {producer} -> {consumer}: '{producer}' is not an operand of '{consumer}'"
+    )]
     NotAnEdge { producer: String, consumer: String },
 
     /// A tile entry names a kernel that does not exist.

@@ -4,9 +4,9 @@
 //! CallInliner), `get-tuple-element(tuple(...))` is folded and dead code dropped, so
 //! the passes never clone the input module; the output module is built once at the end.
 
+use petgraph::visit::NodeIndexable;
 use smallvec::SmallVec;
 use std::borrow::Cow;
-use petgraph::visit::NodeIndexable;
 
 use super::config::NodeTable;
 use super::error::CompileError;
@@ -244,12 +244,38 @@ impl<'a> Namer<'a> {
 pub(crate) fn has_side_effect(ins: &Instruction) -> bool {
     use Opcode::*;
     match ins.opcode {
-        Send | SendDone | Recv | RecvDone | Infeed | Outfeed | Rng | RngGetAndUpdateState
-        | RngBitGenerator | AllReduce | AllReduceStart | AllReduceDone | AllGather
-        | AllGatherStart | AllGatherDone | AllToAll | CollectivePermute
-        | CollectivePermuteStart | CollectivePermuteDone | CollectiveBroadcast
-        | ReduceScatter | RaggedAllToAll | While | Conditional | AsyncStart | AsyncUpdate
-        | AsyncDone | CopyStart | CopyDone | AfterAll | AddDependency | Domain => true,
+        Send
+        | SendDone
+        | Recv
+        | RecvDone
+        | Infeed
+        | Outfeed
+        | Rng
+        | RngGetAndUpdateState
+        | RngBitGenerator
+        | AllReduce
+        | AllReduceStart
+        | AllReduceDone
+        | AllGather
+        | AllGatherStart
+        | AllGatherDone
+        | AllToAll
+        | CollectivePermute
+        | CollectivePermuteStart
+        | CollectivePermuteDone
+        | CollectiveBroadcast
+        | ReduceScatter
+        | RaggedAllToAll
+        | While
+        | Conditional
+        | AsyncStart
+        | AsyncUpdate
+        | AsyncDone
+        | CopyStart
+        | CopyDone
+        | AfterAll
+        | AddDependency
+        | Domain => true,
         CustomCall => ins
             .attrs
             .other("custom_call_has_side_effect")
@@ -299,7 +325,10 @@ fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
             let ins = comp.instr(id);
             for &(role, callee) in &ins.attrs.called {
                 if callee >= n {
-                    return Err(bad(m, format!("'{}' calls a missing computation", ins.name)));
+                    return Err(bad(
+                        m,
+                        format!("'{}' calls a missing computation", ins.name),
+                    ));
                 }
                 let child_flat = match (flat, ins.opcode, role) {
                     (true, Opcode::Call, CallRole::ToApply) => {
@@ -422,7 +451,12 @@ impl<'a> Flat<'a> {
                     let k = ins.attrs.tuple_index.unwrap_or(-1);
                     match usize::try_from(k).ok().and_then(|k| t.operands.get(k)) {
                         Some(&v) => v,
-                        None => return Err(bad(m, format!("'{}': tuple index {k} out of range", ins.name))),
+                        None => {
+                            return Err(bad(
+                                m,
+                                format!("'{}': tuple index {k} out of range", ins.name),
+                            ))
+                        }
                     }
                 }
                 _ => {
@@ -431,16 +465,13 @@ impl<'a> Flat<'a> {
                     } else {
                         None
                     };
-                    let origin = self
-                        .table
-                        .index_of(c, id)
-                        .map(|i| i as u32)
-                        .unwrap_or(NONE);
+                    let origin = self.table.index_of(c, id).map(|i| i as u32).unwrap_or(NONE);
                     let v = out.nodes.len() as u32;
                     if ins.opcode == Opcode::Parameter {
                         let k = ins.attrs.parameter_number.unwrap_or(-1);
-                        let k = usize::try_from(k)
-                            .map_err(|_| bad(m, format!("parameter '{}' has no number", ins.name)))?;
+                        let k = usize::try_from(k).map_err(|_| {
+                            bad(m, format!("parameter '{}' has no number", ins.name))
+                        })?;
                         if out.params.len() <= k {
                             out.params.resize(k + 1, NONE);
                         }
@@ -504,5 +535,8 @@ pub(crate) fn dce(fc: &mut FComp<'_>) {
     } else {
         old
     };
-    fc.order = candidates.into_iter().filter(|&v| live[v as usize]).collect();
+    fc.order = candidates
+        .into_iter()
+        .filter(|&v| live[v as usize])
+        .collect();
 }

@@ -64,14 +64,16 @@ fn is_expensive(n: &FNode<'_>) -> bool {
     let complex = n.shape.element_type().is_complex();
     match n.opcode {
         Add | And | Bitcast | BitcastConvert | Broadcast | Ceil | Clamp | Clz | Compare
-        | Complex | Concatenate | Constant | Convert | Copy | DynamicSlice
-        | DynamicUpdateSlice | Floor | GetTupleElement | Imag | Iota | IsFinite | Maximum
-        | Minimum | Multiply | Negate | Not | Or | Xor | Pad | PopulationCount | Real
-        | ReducePrecision | Reshape | Reverse | RoundNearestAfz | RoundNearestEven | Select
-        | ShiftLeft | ShiftRightArithmetic | ShiftRightLogical | Slice | Subtract | Transpose
-        | Tuple | PartitionId | ReplicaId | OptimizationBarrier => false,
+        | Complex | Concatenate | Constant | Convert | Copy | DynamicSlice | DynamicUpdateSlice
+        | Floor | GetTupleElement | Imag | Iota | IsFinite | Maximum | Minimum | Multiply
+        | Negate | Not | Or | Xor | Pad | PopulationCount | Real | ReducePrecision | Reshape
+        | Reverse | RoundNearestAfz | RoundNearestEven | Select | ShiftLeft
+        | ShiftRightArithmetic | ShiftRightLogical | Slice | Subtract | Transpose | Tuple
+        | PartitionId | ReplicaId | OptimizationBarrier => false,
         Abs | Cos | Sign | Sin | Tan => complex,
-        Divide | Remainder => !(n.shape.element_type().is_integral() || float && n.opcode == Divide),
+        Divide | Remainder => {
+            !(n.shape.element_type().is_integral() || float && n.opcode == Divide)
+        }
         Sqrt | Rsqrt | Exp => !float,
         _ => true,
     }
@@ -176,8 +178,12 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
         Opcode::Broadcast | Opcode::Iota | Opcode::Bitcast => true,
         Opcode::Constant => n.shape.element_count() <= 1,
         Opcode::Convert => {
-            let o = n.operands.first().map(|&o| fc.nodes[o as usize].shape.element_type().bit_width());
-            o.map(|b| n.shape.element_type().bit_width() > b).unwrap_or(false)
+            let o = n
+                .operands
+                .first()
+                .map(|&o| fc.nodes[o as usize].shape.element_type().bit_width());
+            o.map(|b| n.shape.element_type().bit_width() > b)
+                .unwrap_or(false)
         }
         _ => false,
     }
@@ -221,7 +227,9 @@ fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
 }
 
 enum Verdict {
-    Fuse { reused: bool },
+    Fuse {
+        reused: bool,
+    },
     No,
     /// A forced (override) fusion broke a hard rule.
     Refused(&'static str),
@@ -383,7 +391,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn output_fusions(&mut self) {
         let order = self.fc.order.clone();
         for &h in &order {
-            if !is_mxu(self.node(h).opcode) || !self.standalone[h as usize] || self.own_group[h as usize] != NONE {
+            if !is_mxu(self.node(h).opcode)
+                || !self.standalone[h as usize]
+                || self.own_group[h as usize] != NONE
+            {
                 continue;
             }
             let g = self.new_group(h);
@@ -476,7 +487,13 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if policy == FusionPolicy::None && !forced {
             return Verdict::No;
         }
-        let hard = |why: &'static str| if forced { Verdict::Refused(why) } else { Verdict::No };
+        let hard = |why: &'static str| {
+            if forced {
+                Verdict::Refused(why)
+            } else {
+                Verdict::No
+            }
+        };
         // Hard rules.
         if p == fc.root || !producer_ok(fc, p) {
             return hard("the producer cannot be fused");
@@ -540,7 +557,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !self.users_fusible[p as usize] {
                 return Verdict::No;
             }
-            let exempt = matches!(pn.opcode, Opcode::Broadcast | Opcode::Constant | Opcode::Iota);
+            let exempt = matches!(
+                pn.opcode,
+                Opcode::Broadcast | Opcode::Constant | Opcode::Iota
+            );
             if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
                 return Verdict::No;
             }
@@ -574,7 +594,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 heap.push((self.pos[o as usize], o));
             }
             while let Some((_, p)) = heap.pop() {
-                if self.tried[p as usize] == stamp || !self.standalone[p as usize] || self.is_member(p) {
+                if self.tried[p as usize] == stamp
+                    || !self.standalone[p as usize]
+                    || self.is_member(p)
+                {
                     continue;
                 }
                 self.tried[p as usize] = stamp;
@@ -604,7 +627,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     .copied()
                     .filter(|&o| {
                         let on = self.node(o);
-                        on.opcode == Opcode::Constant && on.shape.element_count() <= 1 && self.standalone[o as usize]
+                        on.opcode == Opcode::Constant
+                            && on.shape.element_count() <= 1
+                            && self.standalone[o as usize]
                     })
                     .collect();
                 for c in consts {
@@ -701,7 +726,10 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
 
 /// Fusion kind and hero of a member list (program order).
 pub(crate) fn classify(fc: &FComp<'_>, members: &[u32], root: u32) -> (FusionKind, u32) {
-    if let Some(&h) = members.iter().find(|&&m| is_mxu(fc.nodes[m as usize].opcode)) {
+    if let Some(&h) = members
+        .iter()
+        .find(|&&m| is_mxu(fc.nodes[m as usize].opcode))
+    {
         return (FusionKind::Output, h);
     }
     if fc.nodes[root as usize].opcode == Opcode::DynamicUpdateSlice {

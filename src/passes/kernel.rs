@@ -45,7 +45,12 @@ impl PhysicalShape {
             tiles: a
                 .layout
                 .as_ref()
-                .map(|l| l.tiles.iter().map(|t| t.dims.iter().copied().collect()).collect())
+                .map(|l| {
+                    l.tiles
+                        .iter()
+                        .map(|t| t.dims.iter().copied().collect())
+                        .collect()
+                })
                 .unwrap_or_default(),
             bytes: a.padded_byte_size(),
         }
@@ -74,7 +79,12 @@ impl PhysicalShape {
     pub fn text(&self) -> String {
         let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
         let m2m: Vec<String> = self.minor_to_major.iter().map(|d| d.to_string()).collect();
-        let mut s = format!("{}[{}]{{{}", self.element_type, dims.join(","), m2m.join(","));
+        let mut s = format!(
+            "{}[{}]{{{}",
+            self.element_type,
+            dims.join(","),
+            m2m.join(",")
+        );
         if !self.tiles.is_empty() {
             s.push_str(":T");
             for t in &self.tiles {
@@ -192,7 +202,8 @@ mod type_name {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PrimitiveType, D::Error> {
         let s = String::deserialize(d)?;
-        PrimitiveType::from_name(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown element type '{s}'")))
+        PrimitiveType::from_name(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown element type '{s}'")))
     }
 }
 
@@ -206,6 +217,7 @@ mod opcode_name {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Opcode, D::Error> {
         let s = String::deserialize(d)?;
-        Opcode::from_name(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown opcode '{s}'")))
+        Opcode::from_name(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown opcode '{s}'")))
     }
 }

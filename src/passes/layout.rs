@@ -120,14 +120,35 @@ fn class(op: Opcode) -> Class {
     match op {
         Copy => Class::Other,
         o if o.is_elementwise() => Class::Preserving,
-        Concatenate | DynamicSlice | DynamicUpdateSlice | Pad | Reverse | Slice | Map
-        | ReduceWindow | SelectAndScatter | Scatter | Sort | TopK | SetDimensionSize
-        | AllReduce | AllReduceStart | AllGather | AllGatherStart | AllToAll
-        | CollectivePermute | CollectivePermuteStart | CollectiveBroadcast | ReduceScatter
+        Concatenate
+        | DynamicSlice
+        | DynamicUpdateSlice
+        | Pad
+        | Reverse
+        | Slice
+        | Map
+        | ReduceWindow
+        | SelectAndScatter
+        | Scatter
+        | Sort
+        | TopK
+        | SetDimensionSize
+        | AllReduce
+        | AllReduceStart
+        | AllGather
+        | AllGatherStart
+        | AllToAll
+        | CollectivePermute
+        | CollectivePermuteStart
+        | CollectiveBroadcast
+        | ReduceScatter
         | RaggedAllToAll => Class::Preserving,
         Tuple => Class::Tuple,
         GetTupleElement => Class::Gte,
-        OptimizationBarrier | AddDependency | AllReduceDone | AllGatherDone
+        OptimizationBarrier
+        | AddDependency
+        | AllReduceDone
+        | AllGatherDone
         | CollectivePermuteDone => Class::Identity,
         Transpose => Class::Transpose,
         Reshape | Bitcast => Class::Reshape,
@@ -176,7 +197,9 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
     fn set(&mut self, x: u32, leaf: usize, m2m: &[i64]) {
-        let Some(rank) = self.leaf_rank(x, leaf) else { return };
+        let Some(rank) = self.leaf_rank(x, leaf) else {
+            return;
+        };
         if m2m.len() != rank {
             return;
         }
@@ -244,7 +267,9 @@ impl<'s, 'a> Solver<'s, 'a> {
         let op = n.opcode;
         match class(op) {
             Class::Preserving => {
-                let Some(r) = self.leaf_rank(u, 0) else { return };
+                let Some(r) = self.leaf_rank(u, 0) else {
+                    return;
+                };
                 if r == 0 {
                     return;
                 }
@@ -313,7 +338,9 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
             }
             Class::Transpose => {
-                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else { return };
+                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
+                    return;
+                };
                 let Some(&o) = n.operands.first() else { return };
                 let out = self.get(u, 0).cloned();
                 let inp = self.operand_layout(u, 0);
@@ -333,7 +360,9 @@ impl<'s, 'a> Solver<'s, 'a> {
             }
             Class::Reshape => {
                 let Some(&o) = n.operands.first() else { return };
-                let (Some(a), Some(b)) = (fc.nodes[o as usize].shape.as_array(), n.shape.as_array()) else {
+                let (Some(a), Some(b)) =
+                    (fc.nodes[o as usize].shape.as_array(), n.shape.as_array())
+                else {
                     return;
                 };
                 let (from, to) = (&a.dims, &b.dims);
@@ -358,9 +387,14 @@ impl<'s, 'a> Solver<'s, 'a> {
                 if self.get(o, 0).is_some() {
                     return;
                 }
-                let Some(out) = self.get(u, 0).cloned() else { return };
+                let Some(out) = self.get(u, 0).cloned() else {
+                    return;
+                };
                 let empty = Dims::new();
-                let dims = n.src.and_then(|s| s.attrs.dimensions.as_ref()).unwrap_or(&empty);
+                let dims = n
+                    .src
+                    .and_then(|s| s.attrs.dimensions.as_ref())
+                    .unwrap_or(&empty);
                 let l: Dims = out
                     .iter()
                     .filter_map(|d| dims.iter().position(|x| x == d).map(|p| p as i64))
@@ -369,13 +403,18 @@ impl<'s, 'a> Solver<'s, 'a> {
             }
             Class::Reduce => {
                 let empty = Dims::new();
-                let reduced = n.src.and_then(|s| s.attrs.dimensions.as_ref()).unwrap_or(&empty);
+                let reduced = n
+                    .src
+                    .and_then(|s| s.attrs.dimensions.as_ref())
+                    .unwrap_or(&empty);
                 let k = n.operands.len() / 2;
                 for i in 0..k {
                     if self.get(u, i).is_some() {
                         continue;
                     }
-                    let Some(inp) = self.operand_layout(u, i) else { continue };
+                    let Some(inp) = self.operand_layout(u, i) else {
+                        continue;
+                    };
                     let l: Dims = inp
                         .iter()
                         .filter(|d| !reduced.contains(d))
@@ -399,7 +438,9 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Record a use requirement and propagate it to the operand's definition.
     fn require(&mut self, u: u32, slot: usize, leaves: Leaves) {
-        let Some(&o) = self.node(u).operands.get(slot) else { return };
+        let Some(&o) = self.node(u).operands.get(slot) else {
+            return;
+        };
         self.set_all(o, &leaves);
         self.reqs.insert((u, slot as u32), leaves);
         self.drain();
@@ -427,7 +468,12 @@ fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
         Some(mtm)
     };
     let input = act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?;
-    let output = act(cd.output_batch, cd.output_feature, &cd.output_spatial, n.dims())?;
+    let output = act(
+        cd.output_batch,
+        cd.output_feature,
+        &cd.output_spatial,
+        n.dims(),
+    )?;
     let mut k: Dims = cd.kernel_spatial.iter().copied().collect();
     k.push(cd.kernel_input_feature);
     k.push(cd.kernel_output_feature);
@@ -535,7 +581,13 @@ pub(crate) fn assign(flat: &mut Flat<'_>, cfg: &ResolvedConfig) -> LayoutStats {
     stats
 }
 
-fn visit(flat: &Flat<'_>, fi: usize, state: &mut [u8], order: &mut Vec<(usize, Role)>, roles: &mut [Option<Role>]) {
+fn visit(
+    flat: &Flat<'_>,
+    fi: usize,
+    state: &mut [u8],
+    order: &mut Vec<(usize, Role)>,
+    roles: &mut [Option<Role>],
+) {
     if state[fi] != 0 {
         return;
     }
@@ -661,18 +713,18 @@ fn solve_comp(
                 s.set_all(p, &leaves);
             }
         }
-        Role::Cond(l) => {
-            if param0 != NONE {
-                s.set_all(param0, l);
-            }
-        }
+        Role::Cond(l) if param0 != NONE => s.set_all(param0, l),
         _ => {}
     }
     for &x in &order {
         let n = s.node(x);
         match n.opcode {
             Opcode::While => {
-                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                if let Some(b) = n
+                    .src
+                    .and_then(|s| s.attrs.called_with(CallRole::Body))
+                    .and_then(boundary)
+                {
                     if let Some(p) = b.params.first() {
                         s.set_all(x, p);
                     }
@@ -696,7 +748,11 @@ fn solve_comp(
             if n.origin == NONE {
                 continue;
             }
-            if let Some(o) = cfg.layouts.get(&(n.origin as usize)).and_then(|nl| nl.output.as_ref()) {
+            if let Some(o) = cfg
+                .layouts
+                .get(&(n.origin as usize))
+                .and_then(|nl| nl.output.as_ref())
+            {
                 s.set(x, 0, o);
             }
         }
@@ -727,7 +783,9 @@ fn solve_comp(
             if n.origin == NONE {
                 continue;
             }
-            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else { continue };
+            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else {
+                continue;
+            };
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
                 if let Some(l) = l {
                     s.require(x, slot, SmallVec::from_elem(l.clone(), 1));
@@ -741,7 +799,11 @@ fn solve_comp(
         let n = s.node(x);
         match n.opcode {
             Opcode::While => {
-                if let Some(b) = n.src.and_then(|s| s.attrs.called_with(CallRole::Body)).and_then(boundary) {
+                if let Some(b) = n
+                    .src
+                    .and_then(|s| s.attrs.called_with(CallRole::Body))
+                    .and_then(boundary)
+                {
                     if let Some(p) = b.params.first() {
                         s.require(x, 0, p.clone());
                     }
@@ -783,9 +845,13 @@ fn solve_comp(
         };
         match n.opcode {
             Opcode::Convolution => {
-                let Some(&lhs) = n.operands.first() else { continue };
+                let Some(&lhs) = n.operands.first() else {
+                    continue;
+                };
                 let lhs_dims: Dims = s.node(lhs).dims().iter().copied().collect();
-                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else { continue };
+                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else {
+                    continue;
+                };
                 if configured.and_then(|c| c.output.as_ref()).is_none() {
                     s.set(x, 0, &o);
                     s.drain();
@@ -798,21 +864,35 @@ fn solve_comp(
                 }
             }
             Opcode::Dot => {
-                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else { continue };
+                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else {
+                    continue;
+                };
                 if configured.and_then(|c| c.output.as_ref()).is_none() {
                     let r = n.rank();
                     s.set(x, 0, &row_major(r));
                     s.drain();
                 }
                 let sides = [
-                    (0usize, &dd.lhs_batch, &dd.lhs_contracting, configured.and_then(|c| c.input.as_ref())),
-                    (1, &dd.rhs_batch, &dd.rhs_contracting, configured.and_then(|c| c.kernel.as_ref())),
+                    (
+                        0usize,
+                        &dd.lhs_batch,
+                        &dd.lhs_contracting,
+                        configured.and_then(|c| c.input.as_ref()),
+                    ),
+                    (
+                        1,
+                        &dd.rhs_batch,
+                        &dd.rhs_contracting,
+                        configured.and_then(|c| c.kernel.as_ref()),
+                    ),
                 ];
                 for (slot, batch, contracting, conf) in sides {
                     if conf.is_some() {
                         continue;
                     }
-                    let Some(&o) = s.node(x).operands.get(slot) else { continue };
+                    let Some(&o) = s.node(x).operands.get(slot) else {
+                        continue;
+                    };
                     let rank = s.node(o).rank();
                     let cur = s.get(o, 0).cloned();
                     let rm = row_major(rank);
@@ -843,12 +923,20 @@ fn solve_comp(
     // Body results must come back in the parameter layout.
     if let Role::Body = role {
         if param0 != NONE {
-            let l: Leaves = s.lay[param0 as usize].iter().map(|x| x.clone().unwrap_or_default()).collect();
+            let l: Leaves = s.lay[param0 as usize]
+                .iter()
+                .map(|x| x.clone().unwrap_or_default())
+                .collect();
             s.root_req = Some(l);
         }
     }
 
-    let Solver { lay, reqs, root_req, .. } = s;
+    let Solver {
+        lay,
+        reqs,
+        root_req,
+        ..
+    } = s;
     let fc = &mut flat.comps[fi];
     for (n, l) in fc.nodes.iter_mut().zip(lay) {
         n.layouts = l.into_iter().map(|x| x.unwrap_or_default()).collect();
@@ -869,10 +957,18 @@ fn solve_comp(
             }
             Opcode::GetTupleElement => {
                 let n = &fc.nodes[x];
-                let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(n.tuple_index);
-                let Some(&o) = n.operands.first() else { continue };
+                let idx = n
+                    .src
+                    .and_then(|s| s.attrs.tuple_index)
+                    .unwrap_or(n.tuple_index);
+                let Some(&o) = n.operands.first() else {
+                    continue;
+                };
                 let on = &fc.nodes[o as usize];
-                if let Some((start, len)) = usize::try_from(idx).ok().and_then(|k| elem_range(&on.shape, k)) {
+                if let Some((start, len)) = usize::try_from(idx)
+                    .ok()
+                    .and_then(|k| elem_range(&on.shape, k))
+                {
                     if let Some(l) = on.layouts.get(start..start + len) {
                         let l: Leaves = l.iter().cloned().collect();
                         fc.nodes[x].layouts = l;
@@ -889,7 +985,13 @@ fn solve_comp(
         params: fc
             .params
             .iter()
-            .map(|&p| if p == NONE { Leaves::new() } else { fc.nodes[p as usize].layouts.clone() })
+            .map(|&p| {
+                if p == NONE {
+                    Leaves::new()
+                } else {
+                    fc.nodes[p as usize].layouts.clone()
+                }
+            })
             .collect(),
         root: fc.nodes[fc.root as usize].layouts.clone(),
     };
@@ -898,7 +1000,12 @@ fn solve_comp(
 
 /// The layout a use requires of operand `slot` of `u`, if any.
 /// The layout a use requires of operand `slot` of `u`, if any (borrowed).
-fn requirement<'r>(fc: &'r FComp<'_>, reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>, u: u32, slot: usize) -> Option<&'r [Dims]> {
+fn requirement<'r>(
+    fc: &'r FComp<'_>,
+    reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>,
+    u: u32,
+    slot: usize,
+) -> Option<&'r [Dims]> {
     if !reqs.is_empty() {
         if let Some(r) = reqs.get(&(u, slot as u32)) {
             return Some(r.as_slice());
@@ -937,7 +1044,13 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
     }
 
     /// A node holding the value of `o` in layout `want` (o itself if it already is).
-    fn with_layout(&mut self, fc: &mut FComp<'a>, o: u32, want: &[Dims], stats: &mut LayoutStats) -> u32 {
+    fn with_layout(
+        &mut self,
+        fc: &mut FComp<'a>,
+        o: u32,
+        want: &[Dims],
+        stats: &mut LayoutStats,
+    ) -> u32 {
         if fc.nodes[o as usize].layouts.as_slice() == want {
             return o;
         }
@@ -961,7 +1074,10 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                 let mut off = 0;
                 for (k, e) in elems.iter().enumerate() {
                     let n = leaf_count(e);
-                    let sub: Vec<Dims> = want.get(off..off + n).map(|s| s.to_vec()).unwrap_or_default();
+                    let sub: Vec<Dims> = want
+                        .get(off..off + n)
+                        .map(|s| s.to_vec())
+                        .unwrap_or_default();
                     let have: Leaves = fc.nodes[o as usize]
                         .layouts
                         .get(off..off + n)
@@ -978,7 +1094,8 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                         Some(e) => e,
                         None => {
                             let name = self.names.fresh("get-tuple-element");
-                            let mut node = FNode::synthetic(Opcode::GetTupleElement, e.clone(), &[o], name);
+                            let mut node =
+                                FNode::synthetic(Opcode::GetTupleElement, e.clone(), &[o], name);
                             node.tuple_index = k as i64;
                             node.layouts = have;
                             self.push(fc, node)
@@ -1015,7 +1132,9 @@ fn insert_copies<'a>(
         for slot in 0..nops {
             let o = fc.nodes[u as usize].operands[slot];
             let req: Leaves = match requirement(fc, reqs, u, slot) {
-                Some(r) if r != fc.nodes[o as usize].layouts.as_slice() => r.iter().cloned().collect(),
+                Some(r) if r != fc.nodes[o as usize].layouts.as_slice() => {
+                    r.iter().cloned().collect()
+                }
                 _ => continue,
             };
             let v = mk.with_layout(fc, o, &req, stats);
@@ -1044,15 +1163,23 @@ fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
         if !matches!(n.opcode, Opcode::Transpose | Opcode::Reshape) {
             continue;
         }
-        let Some(&o) = n.operands.first() else { continue };
+        let Some(&o) = n.operands.first() else {
+            continue;
+        };
         let on = &fc.nodes[o as usize];
-        let (Some(a), Some(b)) = (on.shape.as_array(), n.shape.as_array()) else { continue };
-        let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else { continue };
+        let (Some(a), Some(b)) = (on.shape.as_array(), n.shape.as_array()) else {
+            continue;
+        };
+        let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else {
+            continue;
+        };
         if a.element_type != b.element_type {
             continue;
         }
         let logical = if n.opcode == Opcode::Transpose {
-            let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else { continue };
+            let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
+                continue;
+            };
             tiling::transpose_is_bitcast(perm, &a.dims, am, bm)
         } else {
             tiling::reshape_is_bitcast(&a.dims, am, &b.dims, bm)

@@ -90,7 +90,10 @@ impl CompiledModule {
 /// bitcasts, attaching TPU tiles), fuse, and list the kernels. The input is not modified.
 /// The module is self-checked with [`verify::verify`] in debug builds (call it yourself
 /// in release builds if you want the check).
-pub fn compile(module: &Module, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
+pub fn compile(
+    module: &Module,
+    config: &CompilationConfig,
+) -> Result<CompiledModule, CompileError> {
     let (out, kernels, stats, notes) = run(module, config, false)?;
     let out = out.ok_or_else(|| CompileError::Verify {
         module: module.name.clone(),
@@ -120,9 +123,16 @@ pub struct CompiledKernels {
 /// list (identical to `compile(..).kernels`) and the counters. This is the dataset
 /// generator's fast path: the output module's ~3.5× more instructions (fused clones,
 /// parameters) dominate `compile`'s time.
-pub fn compile_kernels(module: &Module, config: &CompilationConfig) -> Result<CompiledKernels, CompileError> {
+pub fn compile_kernels(
+    module: &Module,
+    config: &CompilationConfig,
+) -> Result<CompiledKernels, CompileError> {
     let (_, kernels, stats, notes) = run(module, config, true)?;
-    Ok(CompiledKernels { kernels, stats, notes })
+    Ok(CompiledKernels {
+        kernels,
+        stats,
+        notes,
+    })
 }
 
 type RunOutput = (Option<Module>, Vec<Kernel>, CompileStats, Vec<String>);
@@ -132,7 +142,11 @@ fn run(module: &Module, config: &CompilationConfig, dry: bool) -> Result<RunOutp
     let resolved = config::resolve(module, &flat.table, config)?;
     check_overrides(&flat, &resolved, module)?;
     let lstats = layout::assign(&mut flat, &resolved);
-    let plans: Vec<fusion::FusionPlan> = flat.comps.iter().map(|fc| fusion::plan(fc, &resolved)).collect();
+    let plans: Vec<fusion::FusionPlan> = flat
+        .comps
+        .iter()
+        .map(|fc| fusion::plan(fc, &resolved))
+        .collect();
     let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
     let fusions = plans.iter().map(|p| p.groups.len()).sum();
     let emitted = emit::emit(&mut flat, &plans, dry)?;
@@ -149,7 +163,11 @@ fn run(module: &Module, config: &CompilationConfig, dry: bool) -> Result<RunOutp
 }
 
 /// Every fusion override must name a real producer → consumer edge (after inlining).
-fn check_overrides(flat: &flat::Flat<'_>, cfg: &config::ResolvedConfig, m: &Module) -> Result<(), CompileError> {
+fn check_overrides(
+    flat: &flat::Flat<'_>,
+    cfg: &config::ResolvedConfig,
+    m: &Module,
+) -> Result<(), CompileError> {
     if cfg.no_fuse.is_empty() && cfg.force_fuse.is_empty() {
         return Ok(());
     }
@@ -187,8 +205,11 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
     if cfg.tile.is_empty() {
         return Ok(());
     }
-    let by_name: std::collections::HashMap<&str, usize> =
-        kernels.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+    let by_name: std::collections::HashMap<&str, usize> = kernels
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.name.as_str(), i))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     let mut assign: Vec<(usize, TileBounds)> = Vec::new();
     for t in &cfg.tile {
@@ -209,8 +230,16 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
         if !seen.insert(i) {
             return Err(CompileError::DuplicateTile { kernel: label });
         }
-        let mxu = matches!(k.hero, crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot);
-        let check = |field: &'static str, bounds: &[i64], tensor: &'static str, shape: Option<&PhysicalShape>, missing: &str| -> Result<(), CompileError> {
+        let mxu = matches!(
+            k.hero,
+            crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
+        );
+        let check = |field: &'static str,
+                     bounds: &[i64],
+                     tensor: &'static str,
+                     shape: Option<&PhysicalShape>,
+                     missing: &str|
+         -> Result<(), CompileError> {
             if bounds.is_empty() {
                 return Ok(());
             }
@@ -246,16 +275,31 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
             }
             Ok(())
         };
-        check("output_bounds", &t.bounds.output_bounds, "output", k.outputs.first(), "the kernel has no array output")?;
+        check(
+            "output_bounds",
+            &t.bounds.output_bounds,
+            "output",
+            k.outputs.first(),
+            "the kernel has no array output",
+        )?;
         let kernel_operand = if mxu { k.hero_operands.get(1) } else { None };
         check(
             "kernel_bounds",
             &t.bounds.kernel_bounds,
             "kernel",
             kernel_operand,
-            &format!("its hero is {} (only convolution/dot kernels have a kernel operand)", k.hero),
+            &format!(
+                "its hero is {} (only convolution/dot kernels have a kernel operand)",
+                k.hero
+            ),
         )?;
-        check("input_bounds", &t.bounds.input_bounds, "input", k.hero_operands.first(), "the hero has no operands")?;
+        check(
+            "input_bounds",
+            &t.bounds.input_bounds,
+            "input",
+            k.hero_operands.first(),
+            "the hero has no operands",
+        )?;
         assign.push((i, t.bounds.clone()));
     }
     for (i, b) in assign {

@@ -138,9 +138,11 @@ pub fn padded_elements(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> u64 {
 /// Dimension groups of a reshape: for each non-degenerate input/output dim the index of
 /// the smallest group of consecutive dims whose sizes multiply to the same number on
 /// both sides (`usize::MAX` for size-1 dims). `None` if the element counts differ.
-fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(SmallVec<[usize; 8]>, SmallVec<[usize; 8]>)> {
-    let mut ga: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, a.len());
-    let mut gb: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, b.len());
+type Groups = SmallVec<[usize; 8]>;
+
+fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(Groups, Groups)> {
+    let mut ga: Groups = SmallVec::from_elem(usize::MAX, a.len());
+    let mut gb: Groups = SmallVec::from_elem(usize::MAX, b.len());
     let ia: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| a[i] != 1).collect();
     let ib: SmallVec<[usize; 8]> = (0..b.len()).filter(|&i| b[i] != 1).collect();
     let (mut i, mut j, mut g) = (0usize, 0usize, 0usize);
@@ -214,7 +216,9 @@ pub fn reshape_layout(from: &[i64], from_m2m: &[i64], to: &[i64]) -> Option<Dims
     let (ga, gb) = reshape_groups(from, to)?;
     let order = group_order(&ga, from_m2m)?;
     // Major → minor: size-1 dims first, then the groups in order, each in logical order.
-    let mut major_to_minor: Dims = (0..to.len() as i64).filter(|&d| to[d as usize] == 1).collect();
+    let mut major_to_minor: Dims = (0..to.len() as i64)
+        .filter(|&d| to[d as usize] == 1)
+        .collect();
     for g in order {
         for (d, &gd) in gb.iter().enumerate() {
             if gd == g {
@@ -264,7 +268,12 @@ pub fn transpose_operand_layout(perm: &[i64], out_m2m: &[i64]) -> Option<Dims> {
 }
 
 /// True if the transpose moves no data (size-1 dims may move freely; ignoring tiles).
-pub fn transpose_is_bitcast(perm: &[i64], in_dims: &[i64], in_m2m: &[i64], out_m2m: &[i64]) -> bool {
+pub fn transpose_is_bitcast(
+    perm: &[i64],
+    in_dims: &[i64],
+    in_m2m: &[i64],
+    out_m2m: &[i64],
+) -> bool {
     // Physical order of the non-degenerate operand dims, major → minor.
     let a: SmallVec<[i64; 8]> = in_m2m
         .iter()
@@ -284,7 +293,14 @@ pub fn transpose_is_bitcast(perm: &[i64], in_dims: &[i64], in_m2m: &[i64], out_m
 /// Whether two tiled arrays holding the same elements in the same linear order also
 /// have the same bytes: same most-minor physical dim, same padded size, and the same
 /// second-minor dim or both second-minor dims multiples of their tiles' row counts.
-pub fn tiled_compatible(a_dims: &[i64], a_m2m: &[i64], a_tiles: &[Tile], b_dims: &[i64], b_m2m: &[i64], b_tiles: &[Tile]) -> bool {
+pub fn tiled_compatible(
+    a_dims: &[i64],
+    a_m2m: &[i64],
+    a_tiles: &[Tile],
+    b_dims: &[i64],
+    b_m2m: &[i64],
+    b_tiles: &[Tile],
+) -> bool {
     if a_tiles.is_empty() && b_tiles.is_empty() {
         return true;
     }
@@ -306,7 +322,13 @@ pub fn tiled_compatible(a_dims: &[i64], a_m2m: &[i64], a_tiles: &[Tile], b_dims:
     }
     let rows = |t: &[Tile]| -> i64 {
         t.first()
-            .map(|t| if t.dims.len() >= 2 { t.dims[t.dims.len() - 2] } else { 1 })
+            .map(|t| {
+                if t.dims.len() >= 2 {
+                    t.dims[t.dims.len() - 2]
+                } else {
+                    1
+                }
+            })
             .unwrap_or(1)
             .max(1)
     };
@@ -324,10 +346,22 @@ mod tests {
 
     #[test]
     fn tiles_by_type_and_rank() {
-        assert_eq!(tpu_tiles(F32, &[64, 256], &[1, 0]).as_slice(), &[t(&[8, 128])]);
-        assert_eq!(tpu_tiles(F32, &[2, 1000], &[1, 0]).as_slice(), &[t(&[2, 128])]);
-        assert_eq!(tpu_tiles(Bf16, &[16, 256], &[1, 0]).as_slice(), &[t(&[8, 128]), t(&[2, 1])]);
-        assert_eq!(tpu_tiles(S8, &[16, 256], &[0, 1]).as_slice(), &[t(&[8, 128]), t(&[4, 1])]);
+        assert_eq!(
+            tpu_tiles(F32, &[64, 256], &[1, 0]).as_slice(),
+            &[t(&[8, 128])]
+        );
+        assert_eq!(
+            tpu_tiles(F32, &[2, 1000], &[1, 0]).as_slice(),
+            &[t(&[2, 128])]
+        );
+        assert_eq!(
+            tpu_tiles(Bf16, &[16, 256], &[1, 0]).as_slice(),
+            &[t(&[8, 128]), t(&[2, 1])]
+        );
+        assert_eq!(
+            tpu_tiles(S8, &[16, 256], &[0, 1]).as_slice(),
+            &[t(&[8, 128]), t(&[4, 1])]
+        );
         assert_eq!(tpu_tiles(F32, &[], &[]).as_slice(), &[t(&[256])]);
         assert_eq!(tpu_tiles(S32, &[], &[]).as_slice(), &[t(&[128])]);
         assert_eq!(tpu_tiles(Pred, &[], &[]).as_slice(), &[t(&[1024])]);
@@ -341,15 +375,35 @@ mod tests {
         assert!(reshape_is_bitcast(&[6], &[0], &[2, 3], &[1, 0]));
         assert!(!reshape_is_bitcast(&[6], &[0], &[2, 3], &[0, 1]));
         // [4,6]{0,1} -> [4,2,3]: the split dim 1 is major; output layout {0,2,1}.
-        assert_eq!(reshape_layout(&[4, 6], &[0, 1], &[4, 2, 3]).unwrap().as_slice(), &[0, 2, 1]);
+        assert_eq!(
+            reshape_layout(&[4, 6], &[0, 1], &[4, 2, 3])
+                .unwrap()
+                .as_slice(),
+            &[0, 2, 1]
+        );
         assert!(reshape_is_bitcast(&[4, 6], &[0, 1], &[4, 2, 3], &[0, 2, 1]));
         // Merging dims that are not adjacent physically has no bitcast layout.
         assert_eq!(reshape_layout(&[2, 3, 4], &[1, 2, 0], &[6, 4]), None);
         // Degenerate dims go most-major.
-        assert_eq!(reshape_layout(&[64], &[0], &[1, 1, 1, 64]).unwrap().as_slice(), &[3, 2, 1, 0]);
+        assert_eq!(
+            reshape_layout(&[64], &[0], &[1, 1, 1, 64])
+                .unwrap()
+                .as_slice(),
+            &[3, 2, 1, 0]
+        );
         // [4,8,8,64]{3,0,2,1} (H,W,N,C physically) -> [4,64,64] with the merged H*W major.
-        assert!(reshape_is_bitcast(&[4, 8, 8, 64], &[3, 0, 2, 1], &[4, 64, 64], &[2, 0, 1]));
-        assert!(!reshape_is_bitcast(&[4, 8, 8, 64], &[3, 0, 2, 1], &[4, 64, 64], &[2, 1, 0]));
+        assert!(reshape_is_bitcast(
+            &[4, 8, 8, 64],
+            &[3, 0, 2, 1],
+            &[4, 64, 64],
+            &[2, 0, 1]
+        ));
+        assert!(!reshape_is_bitcast(
+            &[4, 8, 8, 64],
+            &[3, 0, 2, 1],
+            &[4, 64, 64],
+            &[2, 1, 0]
+        ));
     }
 
     #[test]
@@ -357,23 +411,59 @@ mod tests {
         // transpose [A,B] -> [B,A] with dimensions={1,0}: operand {1,0} → output {0,1}.
         let out = transpose_output_layout(&[1, 0], &[1, 0]).unwrap();
         assert_eq!(out.as_slice(), &[0, 1]);
-        assert_eq!(transpose_operand_layout(&[1, 0], &out).unwrap().as_slice(), &[1, 0]);
+        assert_eq!(
+            transpose_operand_layout(&[1, 0], &out).unwrap().as_slice(),
+            &[1, 0]
+        );
         assert!(transpose_is_bitcast(&[1, 0], &[3, 5], &[1, 0], &[0, 1]));
         assert!(!transpose_is_bitcast(&[1, 0], &[3, 5], &[1, 0], &[1, 0]));
         // Moving a size-1 dim is free.
-        assert!(transpose_is_bitcast(&[1, 0, 2], &[1, 5, 7], &[2, 1, 0], &[2, 1, 0]));
+        assert!(transpose_is_bitcast(
+            &[1, 0, 2],
+            &[1, 5, 7],
+            &[2, 1, 0],
+            &[2, 1, 0]
+        ));
     }
 
     #[test]
     fn tiled_bitcasts() {
         let t8 = [t(&[8, 128])];
         // [16,128] -> [2,8,128]: same bytes.
-        assert!(tiled_compatible(&[16, 128], &[1, 0], &t8, &[2, 8, 128], &[2, 1, 0], &t8));
+        assert!(tiled_compatible(
+            &[16, 128],
+            &[1, 0],
+            &t8,
+            &[2, 8, 128],
+            &[2, 1, 0],
+            &t8
+        ));
         // [10,128] -> [2,5,128]: padding differs.
-        assert!(!tiled_compatible(&[10, 128], &[1, 0], &t8, &[2, 5, 128], &[2, 1, 0], &t8));
+        assert!(!tiled_compatible(
+            &[10, 128],
+            &[1, 0],
+            &t8,
+            &[2, 5, 128],
+            &[2, 1, 0],
+            &t8
+        ));
         // [8,256] vs [8,2,128]: the minor dim changes.
-        assert!(!tiled_compatible(&[8, 256], &[1, 0], &t8, &[8, 2, 128], &[2, 1, 0], &[t(&[2, 128])]));
+        assert!(!tiled_compatible(
+            &[8, 256],
+            &[1, 0],
+            &t8,
+            &[8, 2, 128],
+            &[2, 1, 0],
+            &[t(&[2, 128])]
+        ));
         // [256] -> [1,1,1,256].
-        assert!(tiled_compatible(&[256], &[0], &[t(&[256])], &[1, 1, 1, 256], &[3, 2, 1, 0], &[t(&[1, 128])]));
+        assert!(tiled_compatible(
+            &[256],
+            &[0],
+            &[t(&[256])],
+            &[1, 1, 1, 256],
+            &[3, 2, 1, 0],
+            &[t(&[1, 128])]
+        ));
     }
 }

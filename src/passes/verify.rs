@@ -33,18 +33,33 @@ pub fn verify(m: &Module) -> Result<(), CompileError> {
         names.clear();
         let mut seen = vec![false; c.graph.node_bound()];
         for &id in &c.order {
-            let ins = c.graph.node_weight(id).ok_or_else(|| err(m, format!("{}: dangling instruction id", c.name)))?;
+            let ins = c
+                .graph
+                .node_weight(id)
+                .ok_or_else(|| err(m, format!("{}: dangling instruction id", c.name)))?;
             if !names.insert(ins.name.as_str()) {
-                return Err(err(m, format!("instruction name '{}' used twice", ins.name)));
+                return Err(err(
+                    m,
+                    format!("instruction name '{}' used twice", ins.name),
+                ));
             }
             for o in c.operands(id) {
                 if !seen.get(o.index()).copied().unwrap_or(false) {
-                    return Err(err(m, format!("{}: operand of '{}' is not defined before it", c.name, ins.name)));
+                    return Err(err(
+                        m,
+                        format!(
+                            "{}: operand of '{}' is not defined before it",
+                            c.name, ins.name
+                        ),
+                    ));
                 }
             }
             for &(_, callee) in &ins.attrs.called {
                 if callee >= ci {
-                    return Err(err(m, format!("'{}' calls a computation defined after its own", ins.name)));
+                    return Err(err(
+                        m,
+                        format!("'{}' calls a computation defined after its own", ins.name),
+                    ));
                 }
             }
             check_layouts(m, &ins.name, &ins.shape)?;
@@ -58,28 +73,54 @@ pub fn verify(m: &Module) -> Result<(), CompileError> {
                         .ok_or_else(|| err(m, format!("fusion '{}' calls nothing", ins.name)))?;
                     let ops = c.operands(id);
                     if ops.len() != callee.params.len() {
-                        return Err(err(m, format!("fusion '{}': {} operands, {} parameters", ins.name, ops.len(), callee.params.len())));
+                        return Err(err(
+                            m,
+                            format!(
+                                "fusion '{}': {} operands, {} parameters",
+                                ins.name,
+                                ops.len(),
+                                callee.params.len()
+                            ),
+                        ));
                     }
                     for (k, (&o, &p)) in ops.iter().zip(&callee.params).enumerate() {
                         if c.instr(o).shape != callee.instr(p).shape {
-                            return Err(err(m, format!("fusion '{}': operand {k} does not match its parameter", ins.name)));
+                            return Err(err(
+                                m,
+                                format!(
+                                    "fusion '{}': operand {k} does not match its parameter",
+                                    ins.name
+                                ),
+                            ));
                         }
                     }
                     if callee.instr(callee.root).shape != ins.shape {
-                        return Err(err(m, format!("fusion '{}': shape differs from its fused root", ins.name)));
+                        return Err(err(
+                            m,
+                            format!("fusion '{}': shape differs from its fused root", ins.name),
+                        ));
                     }
                 }
                 Opcode::Copy => {
-                    let o = c.operand(id, 0).ok_or_else(|| err(m, format!("copy '{}' has no operand", ins.name)))?;
+                    let o = c
+                        .operand(id, 0)
+                        .ok_or_else(|| err(m, format!("copy '{}' has no operand", ins.name)))?;
                     if !c.instr(o).shape.compatible(&ins.shape) {
                         return Err(err(m, format!("copy '{}' changes the shape", ins.name)));
                     }
                 }
                 Opcode::Bitcast => {
-                    let o = c.operand(id, 0).ok_or_else(|| err(m, format!("bitcast '{}' has no operand", ins.name)))?;
+                    let o = c
+                        .operand(id, 0)
+                        .ok_or_else(|| err(m, format!("bitcast '{}' has no operand", ins.name)))?;
                     let os = &c.instr(o).shape;
-                    if os.element_type() != ins.shape.element_type() || os.element_count() != ins.shape.element_count() {
-                        return Err(err(m, format!("bitcast '{}' changes the element type or count", ins.name)));
+                    if os.element_type() != ins.shape.element_type()
+                        || os.element_count() != ins.shape.element_count()
+                    {
+                        return Err(err(
+                            m,
+                            format!("bitcast '{}' changes the element type or count", ins.name),
+                        ));
                     }
                 }
                 _ => {}
@@ -95,10 +136,16 @@ pub fn verify(m: &Module) -> Result<(), CompileError> {
     let e = m.entry();
     if let Some((params, result)) = &m.attrs.entry_computation_layout {
         if params.len() != e.params.len()
-            || params.iter().zip(&e.params).any(|(s, &p)| *s != e.instr(p).shape)
+            || params
+                .iter()
+                .zip(&e.params)
+                .any(|(s, &p)| *s != e.instr(p).shape)
             || *result != e.instr(e.root).shape
         {
-            return Err(err(m, "entry_computation_layout does not match the entry computation".into()));
+            return Err(err(
+                m,
+                "entry_computation_layout does not match the entry computation".into(),
+            ));
         }
     }
     Ok(())
@@ -109,7 +156,13 @@ fn check_layouts(m: &Module, name: &str, s: &Shape) -> Result<(), CompileError> 
         Shape::Array(a) => {
             if let Some(l) = &a.layout {
                 if !super::tiling::is_permutation(&l.minor_to_major, a.rank()) {
-                    return Err(err(m, format!("'{name}': layout {:?} is not a permutation", l.minor_to_major)));
+                    return Err(err(
+                        m,
+                        format!(
+                            "'{name}': layout {:?} is not a permutation",
+                            l.minor_to_major
+                        ),
+                    ));
                 }
             }
             Ok(())
