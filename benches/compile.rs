@@ -1,9 +1,10 @@
 //! Compile ResNet-50 training (5K instructions) under random layout configurations, the
-//! dataset generator's inner loop. Target: < 5 ms per compilation.
+//! dataset generator's inner loop. Target: < 5 ms per compilation. `kernels_only` is
+//! `compile_kernels` (the same kernels without building the output module).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};
-use tpusim::passes::{compile, CompilationConfig};
+use tpusim::passes::{compile, compile_kernels, CompilationConfig};
 
 fn shared() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
@@ -48,6 +49,17 @@ fn bench(c: &mut Criterion) {
                 i = (i + 1) % configs.len();
                 black_box(
                     compile(&module, &configs[i])
+                        .map(|c| c.kernels.len())
+                        .unwrap_or(0),
+                )
+            })
+        });
+        let mut j = 0usize;
+        g.bench_function(format!("{name}/random_layout/kernels_only"), |b| {
+            b.iter(|| {
+                j = (j + 1) % configs.len();
+                black_box(
+                    compile_kernels(&module, &configs[j])
                         .map(|c| c.kernels.len())
                         .unwrap_or(0),
                 )

@@ -88,6 +88,42 @@ fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
         .collect()
 }
 
+/// Physical shapes of nodes, computed once per node.
+struct PhysCache {
+    idx: Vec<u32>,
+    store: Vec<SmallVec<[PhysicalShape; 1]>>,
+}
+
+impl PhysCache {
+    fn new(n: usize) -> Self {
+        PhysCache {
+            idx: vec![NONE; n],
+            store: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, fc: &FComp<'_>, x: u32) -> &[PhysicalShape] {
+        let i = self.idx[x as usize];
+        let i = if i == NONE {
+            self.store.push(phys(&fc.nodes[x as usize]));
+            let i = (self.store.len() - 1) as u32;
+            self.idx[x as usize] = i;
+            i
+        } else {
+            i
+        };
+        &self.store[i as usize]
+    }
+
+    fn all(&mut self, fc: &FComp<'_>, xs: &[u32]) -> Vec<PhysicalShape> {
+        let mut v = Vec::with_capacity(xs.len());
+        for &x in xs {
+            v.extend_from_slice(self.get(fc, x));
+        }
+        v
+    }
+}
+
 fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
     CompileError::Verify {
         module: m.name.clone(),
@@ -293,6 +329,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut params: Vec<(i64, u32)> = Vec::new();
         let mut kernels: Vec<(u32, Kernel)> = Vec::new();
         let mut local: Vec<u32> = vec![NONE; n];
+        let mut pc = PhysCache::new(n);
         let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
             v.iter()
                 .map(|&o| {
@@ -329,11 +366,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 new_ids[x as usize] = id;
                 if is_kernel {
                     let name = name.unwrap_or_default();
-                    let parameters: Vec<PhysicalShape> = nd
-                        .operands
-                        .iter()
-                        .flat_map(|&o| phys(&fc.nodes[o as usize]))
-                        .collect();
+                    let parameters = pc.all(fc, &nd.operands);
                     kernels.push((
                         x,
                         Kernel {
@@ -348,7 +381,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                             fused_computation: None,
                             hero_operands: parameters.clone(),
                             parameters,
-                            outputs: phys(nd).into_vec(),
+                            outputs: pc.get(fc, x).to_vec(),
                             tile: None,
                             instruction_count: 1,
                             call_site: None,
@@ -373,7 +406,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let mut parameters = Vec::new();
             for (i, &inp) in ins_g.iter().enumerate() {
                 let on = &fc.nodes[inp as usize];
-                parameters.extend(phys(on));
+                parameters.extend_from_slice(pc.get(fc, inp));
                 let pname = if dry {
                     self.names.skip();
                     String::new()
@@ -462,12 +495,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     instruction: id,
                     fused_computation: Some(fcid),
                     parameters,
-                    outputs: phys(&fc.nodes[gp.root as usize]).into_vec(),
-                    hero_operands: hero
-                        .operands
-                        .iter()
-                        .flat_map(|&o| phys(&fc.nodes[o as usize]))
-                        .collect(),
+                    outputs: pc.get(fc, gp.root).to_vec(),
+                    hero_operands: pc.all(fc, &hero.operands),
                     tile: None,
                     instruction_count: gp.members.len(),
                     call_site: None,

@@ -6,7 +6,6 @@
 
 use petgraph::visit::NodeIndexable;
 use smallvec::SmallVec;
-use std::borrow::Cow;
 
 use super::config::NodeTable;
 use super::error::CompileError;
@@ -27,6 +26,24 @@ pub(crate) enum CompKind {
     Embedded,
 }
 
+/// A shape borrowed from the input or owned by a synthetic instruction (16 bytes
+/// instead of a `Shape`'s 280).
+#[derive(Debug, Clone)]
+pub(crate) enum ShapeRef<'a> {
+    Borrowed(&'a Shape),
+    Owned(Box<Shape>),
+}
+
+impl std::ops::Deref for ShapeRef<'_> {
+    type Target = Shape;
+    fn deref(&self) -> &Shape {
+        match self {
+            ShapeRef::Borrowed(s) => s,
+            ShapeRef::Owned(s) => s,
+        }
+    }
+}
+
 /// One instruction of a flattened computation.
 #[derive(Debug, Clone)]
 pub(crate) struct FNode<'a> {
@@ -36,7 +53,7 @@ pub(crate) struct FNode<'a> {
     pub origin: u32,
     pub opcode: Opcode,
     /// Logical shape (input layouts are ignored; final layouts are in `layouts`).
-    pub shape: Cow<'a, Shape>,
+    pub shape: ShapeRef<'a>,
     pub operands: SmallVec<[u32; 4]>,
     /// Distinct users in program order.
     pub users: SmallVec<[u32; 4]>,
@@ -55,7 +72,7 @@ impl<'a> FNode<'a> {
             src: None,
             origin: NONE,
             opcode,
-            shape: Cow::Owned(shape),
+            shape: ShapeRef::Owned(Box::new(shape)),
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
             name: Some(name),
@@ -125,9 +142,10 @@ impl<'a> FComp<'a> {
 }
 
 /// The flattened module.
+#[derive(Clone)]
 pub(crate) struct Flat<'a> {
     pub module: &'a Module,
-    pub table: NodeTable,
+    pub table: std::sync::Arc<NodeTable>,
     pub kinds: Vec<CompKind>,
     /// Flattened computations, in input-module order.
     pub comps: Vec<FComp<'a>>,
@@ -189,6 +207,7 @@ pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
 /// above every numeric `.N` suffix of the input's instruction and computation names.
 /// An input name ends in a smaller number (or in no number), and two fresh names differ
 /// in N.
+#[derive(Clone)]
 pub(crate) struct Namer<'a> {
     next: u64,
     _m: std::marker::PhantomData<&'a Module>,
@@ -361,7 +380,7 @@ fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
 impl<'a> Flat<'a> {
     /// Flatten a module: classify computations, inline calls, fold gte(tuple), DCE.
     pub fn build(m: &'a Module) -> Result<Self, CompileError> {
-        let table = NodeTable::new(m);
+        let table = std::sync::Arc::new(NodeTable::new(m));
         let kinds = classify(m)?;
         let mut flat = Flat {
             module: m,
@@ -481,7 +500,7 @@ impl<'a> Flat<'a> {
                         src: Some(ins),
                         origin,
                         opcode: ins.opcode,
-                        shape: Cow::Borrowed(&ins.shape),
+                        shape: ShapeRef::Borrowed(&ins.shape),
                         operands,
                         users: SmallVec::new(),
                         name,

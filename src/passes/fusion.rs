@@ -269,7 +269,14 @@ struct Fuser<'f, 'a, 'c> {
     stamp: u32,
     /// Can every user of the node take part in a fusion?
     users_fusible: Vec<bool>,
+    /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
+    flags: Vec<u8>,
 }
+
+const PRODUCER_OK: u8 = 1;
+const EXPENSIVE: u8 = 2;
+const ALWAYS_DUP: u8 = 4;
+const CHEAP_DUP: u8 = 8;
 
 fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
     let mut v: SmallVec<[u32; 4]> = SmallVec::new();
@@ -495,7 +502,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             }
         };
         // Hard rules.
-        if p == fc.root || !producer_ok(fc, p) {
+        let flags = self.flags[p as usize];
+        if p == fc.root || flags & PRODUCER_OK == 0 {
             return hard("the producer cannot be fused");
         }
         if self.own_group[p as usize] != NONE {
@@ -526,7 +534,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             return Verdict::Fuse { reused };
         }
         // Heuristics.
-        let expensive = is_expensive(pn);
+        let expensive = flags & EXPENSIVE != 0;
         let aggressive = policy == FusionPolicy::Aggressive;
         if is_mxu(pn.opcode) {
             return Verdict::No; // dot/convolution heroes grow in phase 1 only
@@ -543,7 +551,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
-        if gr.mxu > 0 && !(always_duplicable(fc, p) || (!dup && !expensive)) {
+        let always = flags & ALWAYS_DUP != 0;
+        if gr.mxu > 0 && !(always || (!dup && !expensive)) {
             return Verdict::No;
         }
         if dup {
@@ -551,7 +560,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if expensive && !elementwise_ok {
                 return Verdict::No;
             }
-            if !(always_duplicable(fc, p) || cheap_to_duplicate(fc, p)) {
+            if !(always || flags & CHEAP_DUP != 0) {
                 return Verdict::No;
             }
             if !self.users_fusible[p as usize] {
@@ -679,6 +688,24 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
             .nodes
             .iter()
             .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u)))
+            .collect(),
+        flags: (0..n as u32)
+            .map(|x| {
+                let mut fl = 0;
+                if producer_ok(fc, x) {
+                    fl |= PRODUCER_OK;
+                }
+                if is_expensive(&fc.nodes[x as usize]) {
+                    fl |= EXPENSIVE;
+                }
+                if always_duplicable(fc, x) {
+                    fl |= ALWAYS_DUP;
+                }
+                if cheap_to_duplicate(fc, x) {
+                    fl |= CHEAP_DUP;
+                }
+                fl
+            })
             .collect(),
     };
     for &x in &fc.order {

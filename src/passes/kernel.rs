@@ -58,21 +58,25 @@ impl PhysicalShape {
 
     /// An array shape laid out with `m2m` (and TPU tiles when `tiles`).
     pub fn laid_out(a: &ArrayShape, m2m: &[i64], tiles: bool) -> Self {
-        let layout = if tiles {
-            tiling::tpu_layout(a.element_type, &a.dims, m2m)
+        let t = if tiles {
+            tiling::tpu_tiles(a.element_type, &a.dims, m2m)
         } else {
-            crate::ir::Layout {
-                minor_to_major: m2m.iter().copied().collect(),
-                ..Default::default()
-            }
+            SmallVec::new()
         };
-        let b = ArrayShape {
+        let bits = match a.element_type {
+            PrimitiveType::Pred => 8,
+            t => t.bit_width(),
+        };
+        PhysicalShape {
             element_type: a.element_type,
+            element_bits: bits,
             dims: a.dims.clone(),
-            dynamic_mask: a.dynamic_mask,
-            layout: Some(layout),
-        };
-        Self::of(&b)
+            physical_dims: tiling::physical_dims(&a.dims, m2m),
+            minor_to_major: m2m.iter().copied().collect(),
+            bytes: tiling::padded_elements(&a.dims, m2m, &t)
+                .saturating_mul(a.element_type.byte_size()),
+            tiles: t.iter().map(|t| t.dims.iter().copied().collect()).collect(),
+        }
     }
 
     /// Text form, e.g. `f32[8,128]{1,0:T(8,128)}`.

@@ -235,7 +235,21 @@ impl<'s, 'a> Solver<'s, 'a> {
             self.step(x);
             let fc = self.fc;
             for &u in &fc.nodes[x as usize].users {
-                self.step(u);
+                if fc.nodes[u as usize].opcode == Opcode::Tuple {
+                    // Only the elements that are x changed.
+                    let mut off = 0;
+                    for &o in &fc.nodes[u as usize].operands {
+                        let k = self.lay[o as usize].len();
+                        if o == x {
+                            for i in 0..k {
+                                self.link(o, i, u, off + i);
+                            }
+                        }
+                        off += k;
+                    }
+                } else {
+                    self.step(u);
+                }
             }
             if self.body_link {
                 if x == self.param0 {
@@ -429,9 +443,17 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Make leaf `i` of `a` and leaf `j` of `b` equal if one of them is known.
     fn link(&mut self, a: u32, i: usize, b: u32, j: usize) {
-        match (self.get(a, i).cloned(), self.get(b, j).cloned()) {
-            (Some(l), None) => self.set(b, j, &l),
-            (None, Some(l)) => self.set(a, i, &l),
+        match (self.get(a, i).is_some(), self.get(b, j).is_some()) {
+            (true, false) => {
+                if let Some(l) = self.get(a, i).cloned() {
+                    self.set(b, j, &l);
+                }
+            }
+            (false, true) => {
+                if let Some(l) = self.get(b, j).cloned() {
+                    self.set(a, i, &l);
+                }
+            }
             _ => {}
         }
     }
@@ -1054,15 +1076,15 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
         if fc.nodes[o as usize].layouts.as_slice() == want {
             return o;
         }
-        let shape = fc.nodes[o as usize].shape.clone();
-        match &*shape {
+        let shape: Shape = (*fc.nodes[o as usize].shape).clone();
+        match &shape {
             Shape::Array(_) => {
                 let Some(w) = want.first() else { return o };
                 if let Some(&c) = self.memo.get(&(o, w.clone())) {
                     return c;
                 }
                 let name = self.names.fresh("copy");
-                let mut node = FNode::synthetic(Opcode::Copy, shape.into_owned(), &[o], name);
+                let mut node = FNode::synthetic(Opcode::Copy, shape.clone(), &[o], name);
                 node.layouts = SmallVec::from_elem(w.clone(), 1);
                 let id = self.push(fc, node);
                 self.memo.insert((o, w.clone()), id);
@@ -1104,7 +1126,7 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                     parts.push(self.with_layout(fc, elem, &sub, stats));
                 }
                 let name = self.names.fresh("tuple");
-                let mut node = FNode::synthetic(Opcode::Tuple, shape.into_owned(), &parts, name);
+                let mut node = FNode::synthetic(Opcode::Tuple, shape.clone(), &parts, name);
                 node.layouts = want.iter().cloned().collect();
                 self.push(fc, node)
             }
