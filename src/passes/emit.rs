@@ -157,8 +157,10 @@ struct Emitter<'e, 'a> {
     /// Computations emitted so far (= next CompId).
     n_comps: usize,
     instructions: usize,
-    /// Per flat computation: (flat node, kernel) in emission order.
-    kernels: Vec<Vec<(u32, Kernel)>>,
+    /// All kernels in emission order (taken out in execution order).
+    all: Vec<Option<Kernel>>,
+    /// Per flat computation: (flat node, index in `all`) in emission order.
+    kernels: Vec<Vec<(u32, u32)>>,
 }
 
 impl<'e, 'a> Emitter<'e, 'a> {
@@ -327,7 +329,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut new_ids: Vec<u32> = vec![NONE; n];
         let mut named = vec![false; n];
         let mut params: Vec<(i64, u32)> = Vec::new();
-        let mut kernels: Vec<(u32, Kernel)> = Vec::new();
+        let mut kernels: Vec<(u32, u32)> = Vec::new();
         let mut local: Vec<u32> = vec![NONE; n];
         let mut pc = PhysCache::new(n);
         let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
@@ -367,26 +369,24 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 if is_kernel {
                     let name = name.unwrap_or_default();
                     let parameters = pc.all(fc, &nd.operands);
-                    kernels.push((
-                        x,
-                        Kernel {
-                            index: 0,
-                            hero_name: name.clone(),
-                            name,
-                            kind: KernelKind::Unfused,
-                            hero: nd.opcode,
-                            computation: cid,
-                            computation_name: orig.name.clone(),
-                            instruction: id,
-                            fused_computation: None,
-                            hero_operands: parameters.clone(),
-                            parameters,
-                            outputs: pc.get(fc, x).to_vec(),
-                            tile: None,
-                            instruction_count: 1,
-                            call_site: None,
-                        },
-                    ));
+                    kernels.push((x, self.all.len() as u32));
+                    self.all.push(Some(Kernel {
+                        index: 0,
+                        hero_name: name.clone(),
+                        name,
+                        kind: KernelKind::Unfused,
+                        hero: nd.opcode,
+                        computation: cid,
+                        computation_name: orig.name.clone(),
+                        instruction: id,
+                        fused_computation: None,
+                        hero_operands: parameters.clone(),
+                        parameters,
+                        outputs: pc.get(fc, x).to_vec(),
+                        tile: None,
+                        instruction_count: 1,
+                        call_site: None,
+                    }));
                 }
                 continue;
             }
@@ -482,26 +482,24 @@ impl<'e, 'a> Emitter<'e, 'a> {
             }
             new_ids[x as usize] = id;
             let hero = &fc.nodes[gp.hero as usize];
-            kernels.push((
-                x,
-                Kernel {
-                    index: 0,
-                    name: fu_name,
-                    kind: KernelKind::from_fusion(gp.kind),
-                    hero: hero.opcode,
-                    hero_name,
-                    computation: cid,
-                    computation_name: orig.name.clone(),
-                    instruction: id,
-                    fused_computation: Some(fcid),
-                    parameters,
-                    outputs: pc.get(fc, gp.root).to_vec(),
-                    hero_operands: pc.all(fc, &hero.operands),
-                    tile: None,
-                    instruction_count: gp.members.len(),
-                    call_site: None,
-                },
-            ));
+            kernels.push((x, self.all.len() as u32));
+            self.all.push(Some(Kernel {
+                index: 0,
+                name: fu_name,
+                kind: KernelKind::from_fusion(gp.kind),
+                hero: hero.opcode,
+                hero_name,
+                computation: cid,
+                computation_name: orig.name.clone(),
+                instruction: id,
+                fused_computation: Some(fcid),
+                parameters,
+                outputs: pc.get(fc, gp.root).to_vec(),
+                hero_operands: pc.all(fc, &hero.operands),
+                tile: None,
+                instruction_count: gp.members.len(),
+                call_site: None,
+            }));
         }
         if new_ids.get(fc.root as usize).copied().unwrap_or(NONE) == NONE {
             return Err(bad(m, format!("root of '{}' not emitted", orig.name)));
@@ -550,6 +548,7 @@ pub(crate) fn emit(
         comps: IndexMap::with_capacity(if dry { 0 } else { m.computations.len() + 64 }),
         n_comps: 0,
         instructions: 0,
+        all: Vec::new(),
         kernels: vec![Vec::new(); nflat],
     };
     for c in 0..m.computations.len() {
@@ -580,6 +579,7 @@ pub(crate) fn emit(
     let Emitter {
         comps,
         mut kernels,
+        mut all,
         instructions,
         ..
     } = e;
@@ -608,7 +608,16 @@ pub(crate) fn emit(
     let mut out = Vec::new();
     let mut visited = vec![false; nflat];
     if let Some(fe) = flat.flat_of.get(m.entry).copied().flatten() {
-        collect(flat, fe, None, &mut kernels, &mut visited, &mut out, 0);
+        collect(
+            flat,
+            fe,
+            None,
+            &mut kernels,
+            &mut all,
+            &mut visited,
+            &mut out,
+            0,
+        );
     }
     for (i, k) in out.iter_mut().enumerate() {
         k.index = i;
@@ -620,11 +629,13 @@ pub(crate) fn emit(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn collect(
     flat: &Flat<'_>,
     fi: usize,
     site: Option<CallSite>,
-    kernels: &mut [Vec<(u32, Kernel)>],
+    kernels: &mut [Vec<(u32, u32)>],
+    all: &mut [Option<Kernel>],
     visited: &mut [bool],
     out: &mut Vec<Kernel>,
     depth: usize,
@@ -635,13 +646,15 @@ fn collect(
     visited[fi] = true;
     let mine = std::mem::take(&mut kernels[fi]);
     let mut mine = mine.into_iter().peekable();
+    out.reserve(all.len());
     let fc = &flat.comps[fi];
     let cname = &flat.module.comp(fc.comp).name;
     for &x in &fc.order {
         while let Some((_, k)) = mine.next_if(|(kx, _)| *kx == x) {
-            let mut k = k;
-            k.call_site = site.clone();
-            out.push(k);
+            if let Some(mut k) = all.get_mut(k as usize).and_then(Option::take) {
+                k.call_site = site.clone();
+                out.push(k);
+            }
         }
         let nd = &fc.nodes[x as usize];
         let callee = |c: CompId| flat.flat_of.get(c).copied().flatten();
@@ -661,7 +674,7 @@ fn collect(
                             role: label.to_string(),
                             trip_count: trip,
                         };
-                        collect(flat, f, Some(s), kernels, visited, out, depth + 1);
+                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
                     }
                 }
             }
@@ -674,7 +687,7 @@ fn collect(
                             role: format!("branch {k}"),
                             trip_count: None,
                         };
-                        collect(flat, f, Some(s), kernels, visited, out, depth + 1);
+                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
                     }
                 }
             }

@@ -58,7 +58,7 @@ pub(crate) struct FNode<'a> {
     /// Distinct users in program order.
     pub users: SmallVec<[u32; 4]>,
     /// New name (inlined clones and synthetic instructions).
-    pub name: Option<String>,
+    pub name: Option<std::sync::Arc<str>>,
     /// Final minor_to_major of each array leaf (set by the layout pass).
     pub layouts: SmallVec<[Dims; 1]>,
     /// Tuple index of a synthetic get-tuple-element.
@@ -75,7 +75,7 @@ impl<'a> FNode<'a> {
             shape: ShapeRef::Owned(Box::new(shape)),
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
-            name: Some(name),
+            name: Some(name.into()),
             layouts: SmallVec::new(),
             tuple_index: -1,
         }
@@ -480,7 +480,7 @@ impl<'a> Flat<'a> {
                 }
                 _ => {
                     let name = if rename {
-                        Some(self.names.fresh(&ins.name))
+                        Some(self.names.fresh(&ins.name).into())
                     } else {
                         None
                     };

@@ -1147,6 +1147,8 @@ fn insert_copies<'a>(
         memo: HashMap::default(),
         pending: Vec::new(),
     };
+    let nodes_before = fc.nodes.len();
+    let mut changed = false;
     let old = std::mem::take(&mut fc.order);
     let mut order = Vec::with_capacity(old.len() + 8);
     for &u in &old {
@@ -1162,6 +1164,7 @@ fn insert_copies<'a>(
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
                 fc.nodes[u as usize].operands[slot] = v;
+                changed = true;
             }
         }
         order.append(&mut mk.pending);
@@ -1174,7 +1177,9 @@ fn insert_copies<'a>(
         fc.root = v;
     }
     fc.order = order;
-    fc.rebuild_users();
+    if fc.nodes.len() != nodes_before || changed {
+        fc.rebuild_users();
+    }
 }
 
 /// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.
