@@ -1,9 +1,15 @@
 //! Compile ResNet-50 training (5K instructions) under random layout configurations, the
 //! dataset generator's inner loop. Target: < 5 ms per compilation.
+//!
+//! * `compile`: one-shot `passes::compile` (inlining + layout + fusion + building the
+//!   ~18K-instruction output module);
+//! * `prepared/module`: `PreparedModule::compile` (inlining done once);
+//! * `prepared/kernels`: `PreparedModule::compile_kernels` (same kernels, no output
+//!   module) — what a dataset generator needs.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};
-use tpusim::passes::{compile, CompilationConfig};
+use tpusim::passes::{compile, CompilationConfig, PreparedModule};
 
 fn shared() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
@@ -42,8 +48,12 @@ fn bench(c: &mut Criterion) {
         let configs: Vec<CompilationConfig> = (0..16)
             .map(|s| CompilationConfig::random_layouts(&module, s))
             .collect();
+        let Ok(prepared) = PreparedModule::new(&module) else {
+            eprintln!("skipping {name}: cannot prepare");
+            continue;
+        };
         let mut i = 0usize;
-        g.bench_function(format!("{name}/random_layout"), |b| {
+        g.bench_function(format!("{name}/random_layout/compile"), |b| {
             b.iter(|| {
                 i = (i + 1) % configs.len();
                 black_box(
@@ -53,12 +63,35 @@ fn bench(c: &mut Criterion) {
                 )
             })
         });
+        g.bench_function(format!("{name}/random_layout/prepared/module"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                black_box(
+                    prepared
+                        .compile(&configs[i])
+                        .map(|c| c.kernels.len())
+                        .unwrap_or(0),
+                )
+            })
+        });
+        g.bench_function(format!("{name}/random_layout/prepared/kernels"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                black_box(
+                    prepared
+                        .compile_kernels(&configs[i])
+                        .map(|c| c.kernels.len())
+                        .unwrap_or(0),
+                )
+            })
+        });
         if name == "resnet50_train_b8" {
             let default = CompilationConfig::default();
-            g.bench_function(format!("{name}/default"), |b| {
+            g.bench_function(format!("{name}/default/prepared/kernels"), |b| {
                 b.iter(|| {
                     black_box(
-                        compile(&module, &default)
+                        prepared
+                            .compile_kernels(&default)
                             .map(|c| c.kernels.len())
                             .unwrap_or(0),
                     )

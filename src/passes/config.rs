@@ -275,12 +275,12 @@ impl CompilationConfig {
             let comp = module.comp(c);
             let ins = comp.instr(id);
             let perm = |rank: usize, rng: &mut SplitMix64| -> Vec<i64> {
-                if rng.next() & 1 == 0 {
+                if rng.next_u64() & 1 == 0 {
                     return Vec::new();
                 }
                 let mut v: Vec<i64> = (0..rank as i64).collect();
                 for i in (1..v.len()).rev() {
-                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    let j = (rng.next_u64() % (i as u64 + 1)) as usize;
                     v.swap(i, j);
                 }
                 v
@@ -320,7 +320,7 @@ pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -422,13 +422,15 @@ pub struct ResolvedConfig {
     pub force_fuse: HashSet<(usize, usize)>,
 }
 
-/// Name lookup over a module, built on demand.
-struct Names<'a> {
+/// Instruction name → node indices (built once per module, on demand).
+#[derive(Debug)]
+pub struct Names<'a> {
     map: HashMap<&'a str, Vec<usize>>,
 }
 
 impl<'a> Names<'a> {
-    fn new(m: &'a Module, t: &NodeTable) -> Self {
+    /// Index the names of a module.
+    pub fn new(m: &'a Module, t: &NodeTable) -> Self {
         let mut map: HashMap<&str, Vec<usize>> = HashMap::with_capacity(t.len());
         for (i, &(c, id)) in t.nodes.iter().enumerate() {
             map.entry(m.comp(c).instr(id).name.as_str())
@@ -450,9 +452,9 @@ fn node_name(m: &Module, t: &NodeTable, i: usize) -> String {
 fn resolve_node(
     m: &Module,
     t: &NodeTable,
-    names: &mut Option<Names<'_>>,
+    names: Option<&Names<'_>>,
     r: &NodeRef,
-    context: &str,
+    context: &dyn Fn() -> String,
 ) -> Result<usize, CompileError> {
     match r {
         NodeRef::Index(i) => {
@@ -460,7 +462,7 @@ fn resolve_node(
                 Ok(*i)
             } else {
                 Err(CompileError::NodeIndexOutOfRange {
-                    context: context.to_string(),
+                    context: context(),
                     index: *i,
                     count: t.len(),
                     module: m.name.clone(),
@@ -470,7 +472,7 @@ fn resolve_node(
         NodeRef::Name(n) => {
             // Accept `%name` as well.
             let key = n.strip_prefix('%').unwrap_or(n);
-            let names = names.as_ref().ok_or_else(|| CompileError::BadModule {
+            let names = names.ok_or_else(|| CompileError::BadModule {
                 module: m.name.clone(),
                 message: "internal: name table missing".into(),
             })?;
@@ -483,13 +485,13 @@ fn resolve_node(
                         .map(|&(c, _)| m.comp(c).name.clone())
                         .collect();
                     Err(CompileError::AmbiguousNode {
-                        context: context.to_string(),
+                        context: context(),
                         name: key.to_string(),
                         computations: comps.join(", "),
                     })
                 }
                 _ => Err(CompileError::UnknownNode {
-                    context: context.to_string(),
+                    context: context(),
                     name: key.to_string(),
                     module: m.name.clone(),
                 }),
@@ -500,7 +502,7 @@ fn resolve_node(
 
 /// Check one `minor_to_major` list: trailing -1 removed, must be a permutation of 0..rank.
 fn check_perm(
-    node: &str,
+    node: &dyn Fn() -> String,
     tensor: &'static str,
     raw: &[i64],
     rank: Option<usize>,
@@ -515,13 +517,13 @@ fn check_perm(
     }
     let Some(rank) = rank else {
         return Err(CompileError::NoSuchTensor {
-            node: node.to_string(),
+            node: node(),
             tensor,
             reason: why_missing.to_string(),
         });
     };
     let bad = |reason: String| CompileError::BadLayout {
-        node: node.to_string(),
+        node: node(),
         tensor,
         layout: raw.to_vec(),
         rank,
@@ -545,10 +547,11 @@ fn check_perm(
 
 /// Resolve and validate the layout and fusion parts of a config against a module.
 /// (Tile entries are checked after fusion, against the kernels.)
-pub fn resolve(
-    m: &Module,
+pub fn resolve<'m>(
+    m: &'m Module,
     t: &NodeTable,
     cfg: &CompilationConfig,
+    name_cache: &std::sync::OnceLock<Names<'m>>,
 ) -> Result<ResolvedConfig, CompileError> {
     let needs_names = cfg
         .layout
@@ -557,8 +560,8 @@ pub fn resolve(
         || cfg.fusion.overrides.iter().any(|o| {
             matches!(o.producer, NodeRef::Name(_)) || matches!(o.consumer, NodeRef::Name(_))
         });
-    let mut names = if needs_names {
-        Some(Names::new(m, t))
+    let names = if needs_names {
+        Some(name_cache.get_or_init(|| Names::new(m, t)))
     } else {
         None
     };
@@ -566,28 +569,24 @@ pub fn resolve(
         policy: cfg.fusion.policy,
         ..Default::default()
     };
-    let allowed = CONFIGURABLE_OPCODES
-        .iter()
-        .map(|o| o.name())
-        .collect::<Vec<_>>()
-        .join(", ");
+    out.layouts.reserve(cfg.layout.len());
     for e in &cfg.layout {
-        let i = resolve_node(
-            m,
-            t,
-            &mut names,
-            &e.node,
-            &format!("layout config for node {}", e.node),
-        )?;
+        let i = resolve_node(m, t, names, &e.node, &|| {
+            format!("layout config for node {}", e.node)
+        })?;
         let (c, id) = t.nodes[i];
         let comp = m.comp(c);
         let ins = comp.instr(id);
-        let label = node_name(m, t, i);
+        let label = || node_name(m, t, i);
         if !is_configurable(ins.opcode) || ins.shape.as_array().is_none() {
             return Err(CompileError::NotConfigurable {
-                node: label,
+                node: label(),
                 opcode: ins.opcode_text(),
-                allowed,
+                allowed: CONFIGURABLE_OPCODES
+                    .iter()
+                    .map(|o| o.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         let operand_rank = |slot: usize| {
@@ -617,13 +616,13 @@ pub fn resolve(
             )?,
         };
         if out.layouts.insert(i, nl).is_some() {
-            return Err(CompileError::DuplicateLayout { node: label });
+            return Err(CompileError::DuplicateLayout { node: label() });
         }
     }
     for o in &cfg.fusion.overrides {
-        let ctx = format!("fusion override {} -> {}", o.producer, o.consumer);
-        let p = resolve_node(m, t, &mut names, &o.producer, &ctx)?;
-        let c = resolve_node(m, t, &mut names, &o.consumer, &ctx)?;
+        let ctx = || format!("fusion override {} -> {}", o.producer, o.consumer);
+        let p = resolve_node(m, t, names, &o.producer, &ctx)?;
+        let c = resolve_node(m, t, names, &o.consumer, &ctx)?;
         if o.fuse {
             out.no_fuse.remove(&(p, c));
             out.force_fuse.insert((p, c));
@@ -684,15 +683,15 @@ output_bounds = [1, 8]
     #[test]
     fn permutation_check() {
         assert_eq!(
-            check_perm("n", "output", &[-1, -1], Some(3), "").unwrap(),
+            check_perm(&|| "n".to_string(), "output", &[-1, -1], Some(3), "").unwrap(),
             None
         );
-        assert!(check_perm("n", "output", &[0, 1], Some(3), "").is_err());
-        assert!(check_perm("n", "output", &[0, 0, 1], Some(3), "").is_err());
-        assert!(check_perm("n", "output", &[0, 1, 3], Some(3), "").is_err());
-        assert!(check_perm("n", "kernel", &[0, 1], None, "no").is_err());
+        assert!(check_perm(&|| "n".to_string(), "output", &[0, 1], Some(3), "").is_err());
+        assert!(check_perm(&|| "n".to_string(), "output", &[0, 0, 1], Some(3), "").is_err());
+        assert!(check_perm(&|| "n".to_string(), "output", &[0, 1, 3], Some(3), "").is_err());
+        assert!(check_perm(&|| "n".to_string(), "kernel", &[0, 1], None, "no").is_err());
         assert_eq!(
-            check_perm("n", "output", &[2, 0, 1, -1], Some(3), "").unwrap(),
+            check_perm(&|| "n".to_string(), "output", &[2, 0, 1, -1], Some(3), "").unwrap(),
             Some(Dims::from_slice(&[2, 0, 1]))
         );
     }

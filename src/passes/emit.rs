@@ -1,29 +1,29 @@
 //! Build the output module from the flattened, laid-out computations and the fusion
 //! plans (each input instruction is cloned exactly once per place it appears), and list
-//! its kernels.
+//! its kernels. In *dry* mode nothing is built: names, ids and kernels come out exactly
+//! as in a full run, which is all a cost model needs (see [`super::compile_kernels`]).
 
 use indexmap::IndexMap;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
-use std::collections::HashMap;
+use smallvec::SmallVec;
 
 use super::error::CompileError;
-use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, NONE};
+use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, Namer, NONE};
 use super::fusion::FusionPlan;
 use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
+use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
     Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
 };
 
-/// A kernel before it gets its index and call site.
-struct Draft {
-    kernel: Kernel,
-}
-
 /// Output of the emitter.
 pub(crate) struct Emitted {
-    pub module: Module,
+    /// None in dry mode.
+    pub module: Option<Module>,
     pub kernels: Vec<Kernel>,
+    /// Instructions of the (would-be) output module.
+    pub instructions: usize,
 }
 
 /// Instructions that are not kernels (no code of their own).
@@ -49,11 +49,11 @@ pub(crate) fn is_trivial(op: Opcode) -> bool {
     )
 }
 
-/// The shape with the final layouts (TPU tiles attached when `tiles`).
-fn laid_out(shape: &Shape, layouts: &[Dims], tiles: bool) -> Shape {
+/// The shape with the final layouts (TPU tiles attached).
+fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
     let mut s = shape.clone();
     let mut k = 0usize;
-    fn walk(s: &mut Shape, layouts: &[Dims], k: &mut usize, tiles: bool) {
+    fn walk(s: &mut Shape, layouts: &[Dims], k: &mut usize) {
         match s {
             Shape::Array(a) => {
                 let m2m = match layouts.get(*k) {
@@ -61,25 +61,67 @@ fn laid_out(shape: &Shape, layouts: &[Dims], tiles: bool) -> Shape {
                     _ => tiling::row_major(a.rank()),
                 };
                 *k += 1;
-                if !a.element_type.is_array() {
-                    a.layout = None;
-                    return;
-                }
-                a.layout = Some(if tiles {
-                    tiling::tpu_layout(a.element_type, &a.dims, &m2m)
+                a.layout = if a.element_type.is_array() {
+                    Some(tiling::tpu_layout(a.element_type, &a.dims, &m2m))
                 } else {
-                    crate::ir::Layout {
-                        minor_to_major: m2m,
-                        ..Default::default()
-                    }
-                });
+                    None
+                };
             }
-            Shape::Tuple(v) => v.iter_mut().for_each(|e| walk(e, layouts, k, tiles)),
-            Shape::Buffer(b) => walk(b, layouts, k, tiles),
+            Shape::Tuple(v) => v.iter_mut().for_each(|e| walk(e, layouts, k)),
+            Shape::Buffer(b) => walk(b, layouts, k),
         }
     }
-    walk(&mut s, layouts, &mut k, tiles);
+    walk(&mut s, layouts, &mut k);
     s
+}
+
+/// Physical shapes of the array leaves of a node.
+fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
+    leaf_shapes(&n.shape)
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.element_type.is_array())
+        .map(|(i, a)| match n.layouts.get(i) {
+            Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
+            _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
+        })
+        .collect()
+}
+
+/// Physical shapes of nodes, computed once per node.
+struct PhysCache {
+    idx: Vec<u32>,
+    store: Vec<SmallVec<[PhysicalShape; 1]>>,
+}
+
+impl PhysCache {
+    fn new(n: usize) -> Self {
+        PhysCache {
+            idx: vec![NONE; n],
+            store: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, fc: &FComp<'_>, x: u32) -> &[PhysicalShape] {
+        let i = self.idx[x as usize];
+        let i = if i == NONE {
+            self.store.push(phys(&fc.nodes[x as usize]));
+            let i = (self.store.len() - 1) as u32;
+            self.idx[x as usize] = i;
+            i
+        } else {
+            i
+        };
+        &self.store[i as usize]
+    }
+
+    fn all(&mut self, fc: &FComp<'_>, xs: &[u32]) -> Vec<PhysicalShape> {
+        let mut v = Vec::with_capacity(xs.len());
+        for &x in xs {
+            v.extend_from_slice(self.get(fc, x));
+        }
+        v
+    }
 }
 
 fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
@@ -108,15 +150,22 @@ fn remap_called(
 
 struct Emitter<'e, 'a> {
     m: &'a Module,
-    names: &'e mut super::flat::Namer<'a>,
+    names: &'e mut Namer<'a>,
+    dry: bool,
     new_id: Vec<Option<CompId>>,
     comps: IndexMap<String, Computation>,
-    drafts: HashMap<CompId, Vec<Draft>>,
+    /// Computations emitted so far (= next CompId).
+    n_comps: usize,
+    instructions: usize,
+    /// All kernels in emission order (taken out in execution order).
+    all: Vec<Option<Kernel>>,
+    /// Per flat computation: (flat node, index in `all`) in emission order.
+    kernels: Vec<Vec<(u32, u32)>>,
 }
 
 impl<'e, 'a> Emitter<'e, 'a> {
-    fn instr(&mut self, n: &FNode<'a>, name: String) -> Result<Instruction, CompileError> {
-        let shape = laid_out(&n.shape, &n.layouts, true);
+    fn instr(&self, n: &FNode<'a>, name: String) -> Result<Instruction, CompileError> {
+        let shape = laid_out(&n.shape, &n.layouts);
         match n.src {
             Some(src) => {
                 let mut attrs = src.attrs.clone();
@@ -145,20 +194,59 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
     }
 
-    fn insert(&mut self, comp: Computation) -> Result<CompId, CompileError> {
-        if self.comps.contains_key(&comp.name) {
-            return Err(bad(
-                self.m,
-                format!("two computations named '{}'", comp.name),
-            ));
+    fn insert(&mut self, comp: Option<Computation>) -> Result<CompId, CompileError> {
+        let id = self.n_comps;
+        self.n_comps += 1;
+        if let Some(comp) = comp {
+            if self.comps.contains_key(&comp.name) {
+                return Err(bad(
+                    self.m,
+                    format!("two computations named '{}'", comp.name),
+                ));
+            }
+            self.instructions += comp.len();
+            self.comps.insert(comp.name.clone(), comp);
         }
-        let id = self.comps.len();
-        self.comps.insert(comp.name.clone(), comp);
         Ok(id)
     }
 
-    fn emit_flat(&mut self, fc: &FComp<'a>, plan: &FusionPlan) -> Result<CompId, CompileError> {
+    /// The output name of node `x`: its own the first time, a fresh one for clones.
+    /// Returns None (but keeps the numbering) when the string is not `needed`.
+    fn name_for(
+        &mut self,
+        nd: &FNode<'a>,
+        x: u32,
+        named: &mut [bool],
+        needed: bool,
+    ) -> Option<String> {
+        if !named[x as usize] {
+            named[x as usize] = true;
+            needed.then(|| nd.name().to_string())
+        } else if needed {
+            Some(self.names.fresh(nd.name()))
+        } else {
+            self.names.skip();
+            None
+        }
+    }
+
+    fn fresh(&mut self, base: &str, needed: bool) -> String {
+        if needed {
+            self.names.fresh(base)
+        } else {
+            self.names.skip();
+            String::new()
+        }
+    }
+
+    fn emit_flat(
+        &mut self,
+        fi: usize,
+        fc: &FComp<'a>,
+        plan: &FusionPlan,
+    ) -> Result<CompId, CompileError> {
         let m = self.m;
+        let dry = self.dry;
         let n = fc.nodes.len();
         let standalone = |x: u32| plan.standalone.get(x as usize).copied().unwrap_or(true);
         // Inputs of each fusion: operands of members outside it, in first-use order.
@@ -219,16 +307,40 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
 
         let orig = m.comp(fc.comp);
-        let mut comp = Computation::new(orig.name.clone());
-        let nlive = live.iter().filter(|&&l| l).count();
-        comp.graph = StableDiGraph::with_capacity(nlive, nlive * 2);
-        comp.execution_thread = orig.execution_thread.clone();
-        comp.line = orig.line;
-        let mut new_ids: Vec<InstrId> = vec![NodeIndex::end(); n];
+        let live_groups = fc
+            .order
+            .iter()
+            .filter(|&&x| {
+                live[x as usize] && plan.group_at.get(x as usize).copied().unwrap_or(NONE) != NONE
+            })
+            .count();
+        let cid = self.n_comps + live_groups;
+        let mut comp = if dry {
+            None
+        } else {
+            let mut c = Computation::new(orig.name.clone());
+            let nlive = live.iter().filter(|&&l| l).count();
+            c.graph = StableDiGraph::with_capacity(nlive, nlive * 2);
+            c.execution_thread = orig.execution_thread.clone();
+            c.line = orig.line;
+            Some(c)
+        };
+        let mut next_id: u32 = 0;
+        let mut new_ids: Vec<u32> = vec![NONE; n];
         let mut named = vec![false; n];
-        let mut params: Vec<(i64, InstrId)> = Vec::new();
-        let mut drafts: Vec<Draft> = Vec::new();
-        let mut local: Vec<InstrId> = vec![NodeIndex::end(); n];
+        let mut params: Vec<(i64, u32)> = Vec::new();
+        let mut kernels: Vec<(u32, u32)> = Vec::new();
+        let mut local: Vec<u32> = vec![NONE; n];
+        let mut pc = PhysCache::new(n);
+        let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
+            v.iter()
+                .map(|&o| {
+                    Some(map[o as usize])
+                        .filter(|&i| i != NONE)
+                        .map(|i| NodeIndex::new(i as usize))
+                })
+                .collect()
+        };
         for &x in &fc.order {
             if !live[x as usize] {
                 continue;
@@ -236,251 +348,252 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let nd = &fc.nodes[x as usize];
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g == NONE {
-                let name = self.name_for(nd, x, &mut named);
-                let ins = self.instr(nd, name)?;
-                let ops: Vec<InstrId> = nd.operands.iter().map(|&o| new_ids[o as usize]).collect();
-                if ops.iter().any(|o| *o == NodeIndex::end()) {
-                    return Err(bad(m, format!("operand of '{}' was not emitted", ins.name)));
+                let is_kernel = !is_trivial(nd.opcode);
+                let name = self.name_for(nd, x, &mut named, !dry || is_kernel);
+                let id = next_id;
+                next_id += 1;
+                if nd.opcode == Opcode::Parameter {
+                    params.push((
+                        nd.src.and_then(|s| s.attrs.parameter_number).unwrap_or(-1),
+                        id,
+                    ));
                 }
-                let is_kernel = !is_trivial(ins.opcode);
-                let opcode = ins.opcode;
-                if opcode == Opcode::Parameter {
-                    params.push((ins.attrs.parameter_number.unwrap_or(-1), NodeIndex::end()));
-                }
-                let id = comp.add(ins, &ops);
-                if let Some(p) = params.last_mut() {
-                    if p.1 == NodeIndex::end() && opcode == Opcode::Parameter {
-                        p.1 = id;
-                    }
+                if let Some(c) = comp.as_mut() {
+                    let ins = self.instr(nd, name.clone().unwrap_or_default())?;
+                    let ops = ids(&nd.operands, &new_ids).ok_or_else(|| {
+                        bad(m, format!("operand of '{}' was not emitted", ins.name))
+                    })?;
+                    c.add(ins, &ops);
                 }
                 new_ids[x as usize] = id;
                 if is_kernel {
-                    let ins = comp.instr(id);
-                    let parameters: Vec<PhysicalShape> = ops
-                        .iter()
-                        .flat_map(|&o| {
-                            comp.instr(o)
-                                .shape
-                                .leaves()
-                                .into_iter()
-                                .map(PhysicalShape::of)
-                                .collect::<Vec<_>>()
-                        })
-                        .collect();
-                    drafts.push(Draft {
-                        kernel: Kernel {
-                            index: 0,
-                            name: ins.name.clone(),
-                            kind: KernelKind::Unfused,
-                            hero: ins.opcode,
-                            hero_name: ins.name.clone(),
-                            computation: 0,
-                            computation_name: comp.name.clone(),
-                            instruction: id.index() as u32,
-                            fused_computation: None,
-                            hero_operands: parameters.clone(),
-                            parameters,
-                            outputs: ins
-                                .shape
-                                .leaves()
-                                .into_iter()
-                                .map(PhysicalShape::of)
-                                .collect(),
-                            tile: None,
-                            instruction_count: 1,
-                            call_site: None,
-                        },
-                    });
+                    let name = name.unwrap_or_default();
+                    let parameters = pc.all(fc, &nd.operands);
+                    kernels.push((x, self.all.len() as u32));
+                    self.all.push(Some(Kernel {
+                        index: 0,
+                        hero_name: name.clone(),
+                        name,
+                        kind: KernelKind::Unfused,
+                        hero: nd.opcode,
+                        computation: cid,
+                        computation_name: orig.name.clone(),
+                        instruction: id,
+                        fused_computation: None,
+                        hero_operands: parameters.clone(),
+                        parameters,
+                        outputs: pc.get(fc, x).to_vec(),
+                        tile: None,
+                        instruction_count: 1,
+                        call_site: None,
+                    }));
                 }
                 continue;
             }
             // A fusion.
             let gp = &plan.groups[g as usize];
-            let fname = self.names.fresh("fused_computation");
-            let mut f = Computation::new(fname);
-            let size = gp.members.len() + inputs[g as usize].len();
-            f.graph = StableDiGraph::with_capacity(size, size * 2);
+            let ins_g = &inputs[g as usize];
+            let fname = self.fresh("fused_computation", !dry);
+            let mut f = if dry {
+                None
+            } else {
+                let mut f = Computation::new(fname);
+                let size = gp.members.len() + ins_g.len();
+                f.graph = StableDiGraph::with_capacity(size, size * 2);
+                Some(f)
+            };
+            let mut fid: u32 = 0;
             let mut parameters = Vec::new();
-            for (i, &inp) in inputs[g as usize].iter().enumerate() {
+            for (i, &inp) in ins_g.iter().enumerate() {
                 let on = &fc.nodes[inp as usize];
-                let shape = laid_out(&on.shape, &on.layouts, true);
-                parameters.extend(shape.leaves().into_iter().map(PhysicalShape::of));
-                let mut p = Instruction::new(
-                    self.names.fresh(&format!("param_{i}")),
-                    Opcode::Parameter,
-                    shape,
-                );
-                p.attrs.parameter_number = Some(i as i64);
-                let id = f.add(p, &[]);
-                f.params.push(id);
-                local[inp as usize] = id;
+                parameters.extend_from_slice(pc.get(fc, inp));
+                let pname = if dry {
+                    self.names.skip();
+                    String::new()
+                } else {
+                    self.names.fresh(&format!("param_{i}"))
+                };
+                if let Some(f) = f.as_mut() {
+                    let mut p = Instruction::new(
+                        pname,
+                        Opcode::Parameter,
+                        laid_out(&on.shape, &on.layouts),
+                    );
+                    p.attrs.parameter_number = Some(i as i64);
+                    let id = f.add(p, &[]);
+                    f.params.push(id);
+                }
+                local[inp as usize] = fid;
+                fid += 1;
             }
+            let mut hero_name = String::new();
             for &x2 in &gp.members {
                 let nd2 = &fc.nodes[x2 as usize];
-                let name = self.name_for(nd2, x2, &mut named);
-                let ins = self.instr(nd2, name)?;
-                let mut ops: Vec<InstrId> = Vec::with_capacity(nd2.operands.len());
-                for &o in &nd2.operands {
-                    match local[o as usize] {
-                        id if id != NodeIndex::end() => ops.push(id),
-                        _ => {
-                            return Err(bad(m, format!("fused operand of '{}' missing", ins.name)))
-                        }
-                    }
+                let is_hero = x2 == gp.hero;
+                let name = self.name_for(nd2, x2, &mut named, !dry || is_hero);
+                if is_hero {
+                    hero_name = name.clone().unwrap_or_default();
                 }
-                let id = f.add(ins, &ops);
-                local[x2 as usize] = id;
+                if let Some(f) = f.as_mut() {
+                    let ins = self.instr(nd2, name.unwrap_or_default())?;
+                    let ops = ids(&nd2.operands, &local).ok_or_else(|| {
+                        bad(m, format!("fused operand of '{}' missing", ins.name))
+                    })?;
+                    f.add(ins, &ops);
+                }
+                local[x2 as usize] = fid;
+                fid += 1;
             }
-            f.root = local[gp.root as usize];
-            let hero_local = Some(local[gp.hero as usize]).filter(|h| *h != NodeIndex::end());
-            for &x2 in gp.members.iter().chain(&inputs[g as usize]) {
-                local[x2 as usize] = NodeIndex::end();
+            let root_local = local[gp.root as usize];
+            for &x2 in gp.members.iter().chain(ins_g) {
+                local[x2 as usize] = NONE;
             }
-            if f.root == NodeIndex::end() {
-                return Err(bad(m, "fusion root missing"));
+            if let Some(f) = f.as_mut() {
+                f.root = NodeIndex::new(root_local as usize);
             }
-            let hero_operands: Vec<PhysicalShape> = hero_local
-                .map(|h| {
-                    f.operands(h)
-                        .iter()
-                        .flat_map(|&o| {
-                            f.instr(o)
-                                .shape
-                                .leaves()
-                                .into_iter()
-                                .map(PhysicalShape::of)
-                                .collect::<Vec<_>>()
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            let (hero_op, hero_name) = hero_local
-                .map(|h| (f.instr(h).opcode, f.instr(h).name.clone()))
-                .unwrap_or((Opcode::Fusion, String::new()));
-            let count = f.len() - f.params.len();
-            let root_shape = f.instr(f.root).shape.clone();
-            let fid = self.insert(f)?;
-            let mut fu = Instruction::new(self.names.fresh("fusion"), Opcode::Fusion, root_shape);
-            fu.attrs.fusion_kind = Some(gp.kind);
-            fu.attrs.called.push((CallRole::Calls, fid));
-            if let Some(md) = fc.nodes[gp.hero as usize]
-                .src
-                .and_then(|s| s.attrs.metadata.clone())
-            {
-                fu.attrs.metadata = Some(md);
+            let fcid = self.insert(f)?;
+            if dry {
+                self.instructions += fid as usize;
             }
-            let ops: Vec<InstrId> = inputs[g as usize]
-                .iter()
-                .map(|&o| new_ids[o as usize])
-                .collect();
-            if ops.iter().any(|o| *o == NodeIndex::end()) {
-                return Err(bad(
-                    m,
-                    format!("an operand of fusion '{}' was not emitted", fu.name),
-                ));
+            let fu_name = self.names.fresh("fusion");
+            let id = next_id;
+            next_id += 1;
+            if let Some(c) = comp.as_mut() {
+                let root_shape = laid_out(
+                    &fc.nodes[gp.root as usize].shape,
+                    &fc.nodes[gp.root as usize].layouts,
+                );
+                let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
+                fu.attrs.fusion_kind = Some(gp.kind);
+                fu.attrs.called.push((CallRole::Calls, fcid));
+                if let Some(md) = fc.nodes[gp.hero as usize]
+                    .src
+                    .and_then(|s| s.attrs.metadata.clone())
+                {
+                    fu.attrs.metadata = Some(md);
+                }
+                let ops = ids(ins_g, &new_ids).ok_or_else(|| {
+                    bad(
+                        m,
+                        format!("an operand of fusion '{fu_name}' was not emitted"),
+                    )
+                })?;
+                c.add(fu, &ops);
             }
-            let id = comp.add(fu, &ops);
             new_ids[x as usize] = id;
-            let ins = comp.instr(id);
-            drafts.push(Draft {
-                kernel: Kernel {
-                    index: 0,
-                    name: ins.name.clone(),
-                    kind: KernelKind::from_fusion(gp.kind),
-                    hero: hero_op,
-                    hero_name,
-                    computation: 0,
-                    computation_name: comp.name.clone(),
-                    instruction: id.index() as u32,
-                    fused_computation: Some(fid),
-                    parameters,
-                    outputs: ins
-                        .shape
-                        .leaves()
-                        .into_iter()
-                        .map(PhysicalShape::of)
-                        .collect(),
-                    hero_operands,
-                    tile: None,
-                    instruction_count: count,
-                    call_site: None,
-                },
-            });
+            let hero = &fc.nodes[gp.hero as usize];
+            kernels.push((x, self.all.len() as u32));
+            self.all.push(Some(Kernel {
+                index: 0,
+                name: fu_name,
+                kind: KernelKind::from_fusion(gp.kind),
+                hero: hero.opcode,
+                hero_name,
+                computation: cid,
+                computation_name: orig.name.clone(),
+                instruction: id,
+                fused_computation: Some(fcid),
+                parameters,
+                outputs: pc.get(fc, gp.root).to_vec(),
+                hero_operands: pc.all(fc, &hero.operands),
+                tile: None,
+                instruction_count: gp.members.len(),
+                call_site: None,
+            }));
         }
-        comp.root = new_ids
-            .get(fc.root as usize)
-            .copied()
-            .filter(|r| *r != NodeIndex::end())
-            .ok_or_else(|| bad(m, format!("root of '{}' not emitted", orig.name)))?;
+        if new_ids.get(fc.root as usize).copied().unwrap_or(NONE) == NONE {
+            return Err(bad(m, format!("root of '{}' not emitted", orig.name)));
+        }
         params.sort_by_key(|p| p.0);
-        for (k, (num, id)) in params.iter().enumerate() {
-            if *num != k as i64 {
+        for (k, &(num, _)) in params.iter().enumerate() {
+            if num != k as i64 {
                 return Err(bad(
                     m,
                     format!("parameters of '{}' are not numbered 0..n", orig.name),
                 ));
             }
-            comp.params.push(*id);
         }
-        let cid = self.insert(comp)?;
-        for d in &mut drafts {
-            d.kernel.computation = cid;
+        if let Some(c) = comp.as_mut() {
+            c.root = NodeIndex::new(new_ids[fc.root as usize] as usize);
+            c.params = params
+                .iter()
+                .map(|&(_, id)| NodeIndex::new(id as usize))
+                .collect();
         }
-        self.drafts.insert(cid, drafts);
+        if dry {
+            self.instructions += next_id as usize;
+        }
+        let got = self.insert(comp)?;
+        if got != cid {
+            return Err(bad(m, "internal: computation numbering"));
+        }
+        self.kernels[fi] = kernels;
         Ok(cid)
-    }
-
-    fn name_for(&mut self, nd: &FNode<'a>, x: u32, named: &mut [bool]) -> String {
-        if !named[x as usize] {
-            named[x as usize] = true;
-            nd.name().to_string()
-        } else {
-            self.names.fresh(nd.name())
-        }
     }
 }
 
-/// Emit the compiled module and its kernels in execution order.
-pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan]) -> Result<Emitted, CompileError> {
+/// Emit the compiled module (unless `dry`) and its kernels in execution order.
+pub(crate) fn emit(
+    flat: &mut Flat<'_>,
+    plans: &[FusionPlan],
+    dry: bool,
+) -> Result<Emitted, CompileError> {
     let m = flat.module;
+    let nflat = flat.comps.len();
     let mut e = Emitter {
         m,
         names: &mut flat.names,
+        dry,
         new_id: vec![None; m.computations.len()],
-        comps: IndexMap::with_capacity(m.computations.len() + 64),
-        drafts: HashMap::new(),
+        comps: IndexMap::with_capacity(if dry { 0 } else { m.computations.len() + 64 }),
+        n_comps: 0,
+        instructions: 0,
+        all: Vec::new(),
+        kernels: vec![Vec::new(); nflat],
     };
     for c in 0..m.computations.len() {
         match flat.kinds[c] {
             CompKind::Dropped => {}
             CompKind::Embedded => {
-                let mut comp = m.comp(c).clone();
-                for &id in &comp.order.clone() {
-                    let name = comp.instr(id).name.clone();
-                    remap_called(&mut comp.instr_mut(id).attrs, &e.new_id, m, &name)?;
-                }
+                let comp = if dry {
+                    e.instructions += m.comp(c).len();
+                    None
+                } else {
+                    let mut comp = m.comp(c).clone();
+                    for &id in &comp.order.clone() {
+                        let name = comp.instr(id).name.clone();
+                        remap_called(&mut comp.instr_mut(id).attrs, &e.new_id, m, &name)?;
+                    }
+                    Some(comp)
+                };
                 e.new_id[c] = Some(e.insert(comp)?);
             }
             CompKind::Flat => {
                 let fi = flat.flat_of[c].ok_or_else(|| bad(m, "flat computation missing"))?;
-                let cid = e.emit_flat(&flat.comps[fi], &plans[fi])?;
+                let cid = e.emit_flat(fi, &flat.comps[fi], &plans[fi])?;
                 e.new_id[c] = Some(cid);
             }
         }
     }
     let entry = e.new_id[m.entry].ok_or_else(|| bad(m, "entry computation not emitted"))?;
     let Emitter {
-        comps, mut drafts, ..
+        comps,
+        mut kernels,
+        mut all,
+        instructions,
+        ..
     } = e;
-    let mut module = Module {
-        name: m.name.clone(),
-        attrs: m.attrs.clone(),
-        stack_frames: m.stack_frames.clone(),
-        computations: comps,
-        entry,
-    };
-    module.attrs.is_scheduled = false;
-    {
+    let module = if dry {
+        None
+    } else {
+        let mut module = Module {
+            name: m.name.clone(),
+            attrs: m.attrs.clone(),
+            stack_frames: m.stack_frames.clone(),
+            computations: comps,
+            entry,
+        };
+        module.attrs.is_scheduled = false;
         let ec = module.entry();
         let params: Vec<Shape> = ec
             .params
@@ -489,77 +602,93 @@ pub(crate) fn emit(flat: &mut Flat<'_>, plans: &[FusionPlan]) -> Result<Emitted,
             .collect();
         let result = ec.instr(ec.root).shape.clone();
         module.attrs.entry_computation_layout = Some((params, result));
-    }
+        Some(module)
+    };
     // Kernels in execution order.
-    let mut kernels = Vec::new();
-    let mut visited = vec![false; module.computations.len()];
-    collect(
-        &module,
-        entry,
-        None,
-        &mut drafts,
-        &mut visited,
-        &mut kernels,
-        0,
-    );
-    for (i, k) in kernels.iter_mut().enumerate() {
+    let mut out = Vec::new();
+    let mut visited = vec![false; nflat];
+    if let Some(fe) = flat.flat_of.get(m.entry).copied().flatten() {
+        collect(
+            flat,
+            fe,
+            None,
+            &mut kernels,
+            &mut all,
+            &mut visited,
+            &mut out,
+            0,
+        );
+    }
+    for (i, k) in out.iter_mut().enumerate() {
         k.index = i;
     }
-    Ok(Emitted { module, kernels })
+    Ok(Emitted {
+        module,
+        kernels: out,
+        instructions,
+    })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn collect(
-    m: &Module,
-    c: CompId,
+    flat: &Flat<'_>,
+    fi: usize,
     site: Option<CallSite>,
-    drafts: &mut HashMap<CompId, Vec<Draft>>,
+    kernels: &mut [Vec<(u32, u32)>],
+    all: &mut [Option<Kernel>],
     visited: &mut [bool],
     out: &mut Vec<Kernel>,
     depth: usize,
 ) {
-    if depth > 64 || visited.get(c).copied().unwrap_or(true) {
+    if depth > 64 || visited.get(fi).copied().unwrap_or(true) {
         return;
     }
-    visited[c] = true;
-    let mine: HashMap<u32, Kernel> = drafts
-        .remove(&c)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|d| (d.kernel.instruction, d.kernel))
-        .collect();
-    let mut mine = mine;
-    let comp = m.comp(c);
-    for &id in &comp.order {
-        if let Some(mut k) = mine.remove(&(id.index() as u32)) {
-            k.call_site = site.clone();
-            out.push(k);
+    visited[fi] = true;
+    let mine = std::mem::take(&mut kernels[fi]);
+    let mut mine = mine.into_iter().peekable();
+    out.reserve(all.len());
+    let fc = &flat.comps[fi];
+    let cname = &flat.module.comp(fc.comp).name;
+    for &x in &fc.order {
+        while let Some((_, k)) = mine.next_if(|(kx, _)| *kx == x) {
+            if let Some(mut k) = all.get_mut(k as usize).and_then(Option::take) {
+                k.call_site = site.clone();
+                out.push(k);
+            }
         }
-        let ins = comp.instr(id);
-        match ins.opcode {
+        let nd = &fc.nodes[x as usize];
+        let callee = |c: CompId| flat.flat_of.get(c).copied().flatten();
+        match nd.opcode {
             Opcode::While => {
-                let trip = while_trip_count(m, comp, id);
+                let trip = flat_trip_count(flat, fc, x);
                 for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")]
                 {
-                    if let Some(callee) = ins.attrs.called_with(role) {
+                    if let Some(f) = nd
+                        .src
+                        .and_then(|s| s.attrs.called_with(role))
+                        .and_then(callee)
+                    {
                         let s = CallSite {
-                            computation: comp.name.clone(),
-                            instruction: ins.name.clone(),
+                            computation: cname.clone(),
+                            instruction: nd.name().to_string(),
                             role: label.to_string(),
                             trip_count: trip,
                         };
-                        collect(m, callee, Some(s), drafts, visited, out, depth + 1);
+                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
                     }
                 }
             }
             Opcode::Conditional => {
-                for (k, &(_, callee)) in ins.attrs.called.iter().enumerate() {
-                    let s = CallSite {
-                        computation: comp.name.clone(),
-                        instruction: ins.name.clone(),
-                        role: format!("branch {k}"),
-                        trip_count: None,
-                    };
-                    collect(m, callee, Some(s), drafts, visited, out, depth + 1);
+                for (k, &(_, c)) in nd.called().iter().enumerate() {
+                    if let Some(f) = callee(c) {
+                        let s = CallSite {
+                            computation: cname.clone(),
+                            instruction: nd.name().to_string(),
+                            role: format!("branch {k}"),
+                            trip_count: None,
+                        };
+                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
+                    }
                 }
             }
             _ => {}
@@ -567,72 +696,88 @@ fn collect(
     }
 }
 
-fn scalar_int(c: &Computation, id: InstrId) -> Option<i64> {
-    let ins = c.instr(id);
-    match ins.opcode {
-        Opcode::Constant if ins.shape.rank() == 0 => {
-            ins.attrs.literal.as_deref()?.trim().parse().ok()
+/// Follow copies/converts/bitcasts.
+fn skip_unary(fc: &FComp<'_>, mut x: u32) -> u32 {
+    for _ in 0..8 {
+        let n = &fc.nodes[x as usize];
+        match (n.opcode, n.operands.first()) {
+            (Opcode::Copy | Opcode::Convert | Opcode::Bitcast, Some(&o)) => x = o,
+            _ => break,
         }
-        Opcode::Convert | Opcode::Copy | Opcode::Bitcast => scalar_int(c, c.operand(id, 0)?),
-        _ => None,
     }
+    x
 }
 
-/// Index `k` if `id` is `get-tuple-element(parameter(0)), index=k`.
-fn param_elem(c: &Computation, id: InstrId) -> Option<i64> {
-    let ins = c.instr(id);
-    if ins.opcode != Opcode::GetTupleElement {
+fn const_int(fc: &FComp<'_>, x: u32) -> Option<i64> {
+    let n = &fc.nodes[skip_unary(fc, x) as usize];
+    if n.opcode != Opcode::Constant || n.rank() != 0 {
         return None;
     }
-    let p = c.operand(id, 0)?;
-    (c.instr(p).opcode == Opcode::Parameter).then_some(())?;
-    ins.attrs.tuple_index
+    n.src?.attrs.literal.as_deref()?.trim().parse().ok()
 }
 
-/// Trip count of a counted while loop: `i = init; while (i < limit) { i += step }`
-/// (also `>`, `<=`, `>=`, `!=`), all three values compile-time scalars.
-pub fn while_trip_count(m: &Module, parent: &Computation, w: InstrId) -> Option<u64> {
-    let ins = parent.instr(w);
-    let cond = m.comp(ins.attrs.called_with(CallRole::Condition)?);
-    let body = m.comp(ins.attrs.called_with(CallRole::Body)?);
-    let croot = cond.instr(cond.root);
-    if croot.opcode != Opcode::Compare {
+/// `k` if node x is `get-tuple-element(parameter(0)), index=k`.
+fn param_elem(fc: &FComp<'_>, x: u32) -> Option<i64> {
+    let n = &fc.nodes[skip_unary(fc, x) as usize];
+    if n.opcode != Opcode::GetTupleElement {
         return None;
     }
-    let (a, b) = (cond.operand(cond.root, 0)?, cond.operand(cond.root, 1)?);
+    let p = &fc.nodes[*n.operands.first()? as usize];
+    (p.opcode == Opcode::Parameter).then_some(())?;
+    n.src
+        .and_then(|s| s.attrs.tuple_index)
+        .or(Some(n.tuple_index))
+        .filter(|&k| k >= 0)
+}
+
+/// Trip count of a counted while loop: `i = init; while (i < limit) { i += step }` (also
+/// `>`, `<=`, `>=`, `!=`, operands either way round), all compile-time scalars.
+fn flat_trip_count(flat: &Flat<'_>, parent: &FComp<'_>, w: u32) -> Option<u64> {
+    let wn = &parent.nodes[w as usize];
+    let src = wn.src?;
+    let cond = &flat.comps[flat
+        .flat_of
+        .get(src.attrs.called_with(CallRole::Condition)?)
+        .copied()
+        .flatten()?];
+    let body = &flat.comps[flat
+        .flat_of
+        .get(src.attrs.called_with(CallRole::Body)?)
+        .copied()
+        .flatten()?];
+    let croot = &cond.nodes[cond.root as usize];
+    if croot.opcode != Opcode::Compare || croot.operands.len() != 2 {
+        return None;
+    }
+    let (a, b) = (croot.operands[0], croot.operands[1]);
     let (k, limit, flipped) = match (param_elem(cond, a), param_elem(cond, b)) {
-        (Some(k), None) => (k, scalar_int(cond, b)?, false),
-        (None, Some(k)) => (k, scalar_int(cond, a)?, true),
+        (Some(k), None) => (k, const_int(cond, b)?, false),
+        (None, Some(k)) => (k, const_int(cond, a)?, true),
         _ => return None,
     };
-    let init_tuple = parent.operand(w, 0)?;
-    if parent.instr(init_tuple).opcode != Opcode::Tuple {
+    let ku = usize::try_from(k).ok()?;
+    let init_t = &parent.nodes[*wn.operands.first()? as usize];
+    if init_t.opcode != Opcode::Tuple {
         return None;
     }
-    let init = scalar_int(
-        parent,
-        parent.operand(init_tuple, usize::try_from(k).ok()?)?,
-    )?;
-    let broot = body.instr(body.root);
+    let init = const_int(parent, *init_t.operands.get(ku)?)?;
+    let broot = &body.nodes[body.root as usize];
     if broot.opcode != Opcode::Tuple {
         return None;
     }
-    let upd = body.operand(body.root, usize::try_from(k).ok()?)?;
-    let ui = body.instr(upd);
-    let step = match ui.opcode {
-        Opcode::Add => {
-            let (x, y) = (body.operand(upd, 0)?, body.operand(upd, 1)?);
-            match (param_elem(body, x), param_elem(body, y)) {
-                (Some(j), None) if j == k => scalar_int(body, y)?,
-                (None, Some(j)) if j == k => scalar_int(body, x)?,
-                _ => return None,
-            }
-        }
+    let upd = skip_unary(body, *broot.operands.get(ku)?);
+    let un = &body.nodes[upd as usize];
+    if un.opcode != Opcode::Add || un.operands.len() != 2 {
+        return None;
+    }
+    let (x, y) = (un.operands[0], un.operands[1]);
+    let step = match (param_elem(body, x), param_elem(body, y)) {
+        (Some(j), None) if j == k => const_int(body, y)?,
+        (None, Some(j)) if j == k => const_int(body, x)?,
         _ => return None,
     };
     use crate::ir::Comparison::*;
-    let dir = croot.attrs.comparison?;
-    // Normalise to `i <dir> limit`.
+    let dir = src_comparison(croot)?;
     let dir = if flipped {
         match dir {
             Lt => Gt,
@@ -644,25 +789,107 @@ pub fn while_trip_count(m: &Module, parent: &Computation, w: InstrId) -> Option<
     } else {
         dir
     };
+    trip(init, limit, step, dir)
+}
+
+fn src_comparison(n: &FNode<'_>) -> Option<crate::ir::Comparison> {
+    n.src?.attrs.comparison
+}
+
+/// Iterations of `for (i = init; i <dir> limit; i += step)`.
+pub(crate) fn trip(init: i64, limit: i64, step: i64, dir: crate::ir::Comparison) -> Option<u64> {
+    use crate::ir::Comparison::*;
+    let ceil_div = |a: i64, b: i64| -> i64 {
+        if a <= 0 {
+            0
+        } else {
+            (a + b - 1) / b
+        }
+    };
     let n = match dir {
-        Lt if step > 0 => {
-            (limit - init).max(0).div_euclid(step) + ((limit - init).max(0) % step != 0) as i64
-        }
-        Le if step > 0 => {
-            (limit - init + 1).max(0).div_euclid(step)
-                + ((limit - init + 1).max(0) % step != 0) as i64
-        }
-        Gt if step < 0 => {
-            (init - limit).max(0).div_euclid(-step) + ((init - limit).max(0) % -step != 0) as i64
-        }
-        Ge if step < 0 => {
-            (init - limit + 1).max(0).div_euclid(-step)
-                + ((init - limit + 1).max(0) % -step != 0) as i64
-        }
+        Lt if step > 0 => ceil_div(limit.checked_sub(init)?, step),
+        Le if step > 0 => ceil_div(limit.checked_sub(init)?.checked_add(1)?, step),
+        Gt if step < 0 => ceil_div(init.checked_sub(limit)?, -step),
+        Ge if step < 0 => ceil_div(init.checked_sub(limit)?.checked_add(1)?, -step),
         Ne if step != 0 && (limit - init) % step == 0 && (limit - init) / step >= 0 => {
             (limit - init) / step
         }
         _ => return None,
     };
     u64::try_from(n).ok()
+}
+
+/// Trip count of a counted while loop in a module (same patterns as the kernel list's
+/// [`CallSite::trip_count`]).
+pub fn while_trip_count(m: &Module, parent: &Computation, w: InstrId) -> Option<u64> {
+    let skip = |c: &Computation, mut id: InstrId| {
+        for _ in 0..8 {
+            match c.instr(id).opcode {
+                Opcode::Copy | Opcode::Convert | Opcode::Bitcast => match c.operand(id, 0) {
+                    Some(o) => id = o,
+                    None => break,
+                },
+                _ => break,
+            }
+        }
+        id
+    };
+    let cint = |c: &Computation, id: InstrId| -> Option<i64> {
+        let ins = c.instr(skip(c, id));
+        (ins.opcode == Opcode::Constant && ins.shape.rank() == 0).then_some(())?;
+        ins.attrs.literal.as_deref()?.trim().parse().ok()
+    };
+    let pelem = |c: &Computation, id: InstrId| -> Option<i64> {
+        let id = skip(c, id);
+        let ins = c.instr(id);
+        (ins.opcode == Opcode::GetTupleElement).then_some(())?;
+        (c.instr(c.operand(id, 0)?).opcode == Opcode::Parameter).then_some(())?;
+        ins.attrs.tuple_index
+    };
+    let ins = parent.instr(w);
+    let cond = m.comp(ins.attrs.called_with(CallRole::Condition)?);
+    let body = m.comp(ins.attrs.called_with(CallRole::Body)?);
+    let croot = cond.instr(cond.root);
+    if croot.opcode != Opcode::Compare {
+        return None;
+    }
+    let (a, b) = (cond.operand(cond.root, 0)?, cond.operand(cond.root, 1)?);
+    let (k, limit, flipped) = match (pelem(cond, a), pelem(cond, b)) {
+        (Some(k), None) => (k, cint(cond, b)?, false),
+        (None, Some(k)) => (k, cint(cond, a)?, true),
+        _ => return None,
+    };
+    let ku = usize::try_from(k).ok()?;
+    let init_t = parent.operand(w, 0)?;
+    if parent.instr(init_t).opcode != Opcode::Tuple {
+        return None;
+    }
+    let init = cint(parent, parent.operand(init_t, ku)?)?;
+    if body.instr(body.root).opcode != Opcode::Tuple {
+        return None;
+    }
+    let upd = skip(body, body.operand(body.root, ku)?);
+    if body.instr(upd).opcode != Opcode::Add {
+        return None;
+    }
+    let (x, y) = (body.operand(upd, 0)?, body.operand(upd, 1)?);
+    let step = match (pelem(body, x), pelem(body, y)) {
+        (Some(j), None) if j == k => cint(body, y)?,
+        (None, Some(j)) if j == k => cint(body, x)?,
+        _ => return None,
+    };
+    use crate::ir::Comparison::*;
+    let dir = croot.attrs.comparison?;
+    let dir = if flipped {
+        match dir {
+            Lt => Gt,
+            Gt => Lt,
+            Le => Ge,
+            Ge => Le,
+            d => d,
+        }
+    } else {
+        dir
+    };
+    trip(init, limit, step, dir)
 }

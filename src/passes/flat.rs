@@ -6,7 +6,6 @@
 
 use petgraph::visit::NodeIndexable;
 use smallvec::SmallVec;
-use std::borrow::Cow;
 
 use super::config::NodeTable;
 use super::error::CompileError;
@@ -27,6 +26,24 @@ pub(crate) enum CompKind {
     Embedded,
 }
 
+/// A shape borrowed from the input or owned by a synthetic instruction (16 bytes
+/// instead of a `Shape`'s 280).
+#[derive(Debug, Clone)]
+pub(crate) enum ShapeRef<'a> {
+    Borrowed(&'a Shape),
+    Owned(Box<Shape>),
+}
+
+impl std::ops::Deref for ShapeRef<'_> {
+    type Target = Shape;
+    fn deref(&self) -> &Shape {
+        match self {
+            ShapeRef::Borrowed(s) => s,
+            ShapeRef::Owned(s) => s,
+        }
+    }
+}
+
 /// One instruction of a flattened computation.
 #[derive(Debug, Clone)]
 pub(crate) struct FNode<'a> {
@@ -36,12 +53,12 @@ pub(crate) struct FNode<'a> {
     pub origin: u32,
     pub opcode: Opcode,
     /// Logical shape (input layouts are ignored; final layouts are in `layouts`).
-    pub shape: Cow<'a, Shape>,
+    pub shape: ShapeRef<'a>,
     pub operands: SmallVec<[u32; 4]>,
     /// Distinct users in program order.
     pub users: SmallVec<[u32; 4]>,
     /// New name (inlined clones and synthetic instructions).
-    pub name: Option<String>,
+    pub name: Option<std::sync::Arc<str>>,
     /// Final minor_to_major of each array leaf (set by the layout pass).
     pub layouts: SmallVec<[Dims; 1]>,
     /// Tuple index of a synthetic get-tuple-element.
@@ -55,10 +72,10 @@ impl<'a> FNode<'a> {
             src: None,
             origin: NONE,
             opcode,
-            shape: Cow::Owned(shape),
+            shape: ShapeRef::Owned(Box::new(shape)),
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
-            name: Some(name),
+            name: Some(name.into()),
             layouts: SmallVec::new(),
             tuple_index: -1,
         }
@@ -125,9 +142,10 @@ impl<'a> FComp<'a> {
 }
 
 /// The flattened module.
+#[derive(Clone)]
 pub(crate) struct Flat<'a> {
     pub module: &'a Module,
-    pub table: NodeTable,
+    pub table: std::sync::Arc<NodeTable>,
     pub kinds: Vec<CompKind>,
     /// Flattened computations, in input-module order.
     pub comps: Vec<FComp<'a>>,
@@ -189,6 +207,7 @@ pub(crate) type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
 /// above every numeric `.N` suffix of the input's instruction and computation names.
 /// An input name ends in a smaller number (or in no number), and two fresh names differ
 /// in N.
+#[derive(Clone)]
 pub(crate) struct Namer<'a> {
     next: u64,
     _m: std::marker::PhantomData<&'a Module>,
@@ -221,6 +240,11 @@ impl<'a> Namer<'a> {
             next: max.saturating_add(1),
             _m: std::marker::PhantomData,
         }
+    }
+
+    /// Use up a number without making a name (dry runs keep the numbering identical).
+    pub fn skip(&mut self) {
+        self.next += 1;
     }
 
     /// A fresh name `base.N`.
@@ -356,7 +380,7 @@ fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
 impl<'a> Flat<'a> {
     /// Flatten a module: classify computations, inline calls, fold gte(tuple), DCE.
     pub fn build(m: &'a Module) -> Result<Self, CompileError> {
-        let table = NodeTable::new(m);
+        let table = std::sync::Arc::new(NodeTable::new(m));
         let kinds = classify(m)?;
         let mut flat = Flat {
             module: m,
@@ -366,8 +390,6 @@ impl<'a> Flat<'a> {
             flat_of: vec![None; m.computations.len()],
             names: Namer::new(m),
         };
-        // Callees already instantiated once (later instantiations get fresh names).
-        let mut instantiated = vec![false; m.computations.len()];
         for c in 0..m.computations.len() {
             if flat.kinds[c] != CompKind::Flat {
                 continue;
@@ -379,7 +401,7 @@ impl<'a> Flat<'a> {
                 root: NONE,
                 params: Vec::new(),
             };
-            let root = flat.instantiate(&mut fc, c, None, false, &mut instantiated, 0)?;
+            let root = flat.instantiate(&mut fc, c, None, false, 0)?;
             fc.root = root;
             dce(&mut fc);
             fc.rebuild_users();
@@ -397,7 +419,6 @@ impl<'a> Flat<'a> {
         c: CompId,
         args: Option<&[u32]>,
         rename: bool,
-        instantiated: &mut [bool],
         depth: usize,
     ) -> Result<u32, CompileError> {
         let m = self.module;
@@ -437,17 +458,9 @@ impl<'a> Flat<'a> {
                     let Some(callee) = ins.attrs.called_with(CallRole::ToApply) else {
                         return Err(bad(m, format!("call '{}' has no to_apply", ins.name)));
                     };
-                    let keep_names =
-                        !instantiated[callee] && self.kinds[callee] == CompKind::Dropped;
-                    instantiated[callee] = true;
-                    self.instantiate(
-                        out,
-                        callee,
-                        Some(&operands),
-                        rename || !keep_names,
-                        instantiated,
-                        depth + 1,
-                    )?
+                    // Inlined instructions get fresh names (`name.N`), as XLA's inliner
+                    // clones them: the callee's names may clash with the caller's.
+                    self.instantiate(out, callee, Some(&operands), true, depth + 1)?
                 }
                 Opcode::GetTupleElement
                     if operands.len() == 1
@@ -467,7 +480,7 @@ impl<'a> Flat<'a> {
                 }
                 _ => {
                     let name = if rename {
-                        Some(self.names.fresh(&ins.name))
+                        Some(self.names.fresh(&ins.name).into())
                     } else {
                         None
                     };
@@ -487,7 +500,7 @@ impl<'a> Flat<'a> {
                         src: Some(ins),
                         origin,
                         opcode: ins.opcode,
-                        shape: Cow::Borrowed(&ins.shape),
+                        shape: ShapeRef::Borrowed(&ins.shape),
                         operands,
                         users: SmallVec::new(),
                         name,

@@ -267,7 +267,16 @@ struct Fuser<'f, 'a, 'c> {
     member: Vec<u32>,
     input: Vec<u32>,
     stamp: u32,
+    /// Can every user of the node take part in a fusion?
+    users_fusible: Vec<bool>,
+    /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
+    flags: Vec<u8>,
 }
+
+const PRODUCER_OK: u8 = 1;
+const EXPENSIVE: u8 = 2;
+const ALWAYS_DUP: u8 = 4;
+const CHEAP_DUP: u8 = 8;
 
 fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
     let mut v: SmallVec<[u32; 4]> = SmallVec::new();
@@ -453,13 +462,22 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let gr = &self.groups[g as usize];
         // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
-        for &u in &pn.users {
-            if self.is_member(u) {
-                for (slot, &o) in self.node(u).operands.iter().enumerate() {
-                    if o == p {
-                        readers.push((u, slot));
-                    }
+        let scan = |u: u32, readers: &mut SmallVec<[(u32, usize); 2]>| {
+            for (slot, &o) in self.node(u).operands.iter().enumerate() {
+                if o == p {
+                    readers.push((u, slot));
                 }
+            }
+        };
+        if pn.users.len() <= gr.members.len() {
+            for &u in &pn.users {
+                if self.is_member(u) {
+                    scan(u, &mut readers);
+                }
+            }
+        } else {
+            for &u in &gr.members {
+                scan(u, &mut readers);
             }
         }
         if readers.is_empty() {
@@ -484,7 +502,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             }
         };
         // Hard rules.
-        if p == fc.root || !producer_ok(fc, p) {
+        let flags = self.flags[p as usize];
+        if p == fc.root || flags & PRODUCER_OK == 0 {
             return hard("the producer cannot be fused");
         }
         if self.own_group[p as usize] != NONE {
@@ -515,7 +534,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             return Verdict::Fuse { reused };
         }
         // Heuristics.
-        let expensive = is_expensive(pn);
+        let expensive = flags & EXPENSIVE != 0;
         let aggressive = policy == FusionPolicy::Aggressive;
         if is_mxu(pn.opcode) {
             return Verdict::No; // dot/convolution heroes grow in phase 1 only
@@ -532,7 +551,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
-        if gr.mxu > 0 && !(always_duplicable(fc, p) || (!dup && !expensive)) {
+        let always = flags & ALWAYS_DUP != 0;
+        if gr.mxu > 0 && !(always || (!dup && !expensive)) {
             return Verdict::No;
         }
         if dup {
@@ -540,10 +560,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if expensive && !elementwise_ok {
                 return Verdict::No;
             }
-            if !(always_duplicable(fc, p) || cheap_to_duplicate(fc, p)) {
+            if !(always || flags & CHEAP_DUP != 0) {
                 return Verdict::No;
             }
-            if pn.users.iter().any(|&u| !consumer_ok(fc, u)) {
+            if !self.users_fusible[p as usize] {
                 return Verdict::No;
             }
             let exempt = matches!(
@@ -664,6 +684,29 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         member: vec![0; n],
         input: vec![0; n],
         stamp: 0,
+        users_fusible: fc
+            .nodes
+            .iter()
+            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u)))
+            .collect(),
+        flags: (0..n as u32)
+            .map(|x| {
+                let mut fl = 0;
+                if producer_ok(fc, x) {
+                    fl |= PRODUCER_OK;
+                }
+                if is_expensive(&fc.nodes[x as usize]) {
+                    fl |= EXPENSIVE;
+                }
+                if always_duplicable(fc, x) {
+                    fl |= ALWAYS_DUP;
+                }
+                if cheap_to_duplicate(fc, x) {
+                    fl |= CHEAP_DUP;
+                }
+                fl
+            })
+            .collect(),
     };
     for &x in &fc.order {
         for o in distinct(&fc.nodes[x as usize].operands) {

@@ -56,6 +56,29 @@ impl PhysicalShape {
         }
     }
 
+    /// An array shape laid out with `m2m` (and TPU tiles when `tiles`).
+    pub fn laid_out(a: &ArrayShape, m2m: &[i64], tiles: bool) -> Self {
+        let t = if tiles {
+            tiling::tpu_tiles(a.element_type, &a.dims, m2m)
+        } else {
+            SmallVec::new()
+        };
+        let bits = match a.element_type {
+            PrimitiveType::Pred => 8,
+            t => t.bit_width(),
+        };
+        PhysicalShape {
+            element_type: a.element_type,
+            element_bits: bits,
+            dims: a.dims.clone(),
+            physical_dims: tiling::physical_dims(&a.dims, m2m),
+            minor_to_major: m2m.iter().copied().collect(),
+            bytes: tiling::padded_elements(&a.dims, m2m, &t)
+                .saturating_mul(a.element_type.byte_size()),
+            tiles: t.iter().map(|t| t.dims.iter().copied().collect()).collect(),
+        }
+    }
+
     /// Text form, e.g. `f32[8,128]{1,0:T(8,128)}`.
     pub fn text(&self) -> String {
         let dims: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
@@ -67,10 +90,10 @@ impl PhysicalShape {
             m2m.join(",")
         );
         if !self.tiles.is_empty() {
-            s.push(':');
+            s.push_str(":T");
             for t in &self.tiles {
                 let t: Vec<String> = t.iter().map(|d| d.to_string()).collect();
-                s.push_str(&format!("T({})", t.join(",")));
+                s.push_str(&format!("({})", t.join(",")));
             }
         }
         s.push('}');

@@ -174,6 +174,8 @@ enum Role {
 
 struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
+    /// Rank of each array leaf of each node.
+    ranks: Vec<SmallVec<[u8; 1]>>,
     lay: Vec<SmallVec<[Option<Dims>; 1]>>,
     /// (user, slot) → required operand leaves.
     reqs: HashMap<(u32, u32), Leaves, FxBuild>,
@@ -190,11 +192,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     }
 
     fn leaf_rank(&self, x: u32, leaf: usize) -> Option<usize> {
-        let n = self.node(x);
-        match &*n.shape {
-            Shape::Array(a) => (leaf == 0).then_some(a.rank()),
-            s => leaf_shapes(s).get(leaf).map(|a| a.rank()),
-        }
+        self.ranks.get(x as usize)?.get(leaf).map(|&r| r as usize)
     }
 
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
@@ -235,9 +233,23 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn drain(&mut self) {
         while let Some(x) = self.stack.pop() {
             self.step(x);
-            let users = self.node(x).users.clone();
-            for u in users {
-                self.step(u);
+            let fc = self.fc;
+            for &u in &fc.nodes[x as usize].users {
+                if fc.nodes[u as usize].opcode == Opcode::Tuple {
+                    // Only the elements that are x changed.
+                    let mut off = 0;
+                    for &o in &fc.nodes[u as usize].operands {
+                        let k = self.lay[o as usize].len();
+                        if o == x {
+                            for i in 0..k {
+                                self.link(o, i, u, off + i);
+                            }
+                        }
+                        off += k;
+                    }
+                } else {
+                    self.step(u);
+                }
             }
             if self.body_link {
                 if x == self.param0 {
@@ -264,16 +276,13 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Local propagation between `u`'s result and its operands.
     fn step(&mut self, u: u32) {
-        let n = self.node(u);
+        let fc = self.fc;
+        let n = &fc.nodes[u as usize];
         let op = n.opcode;
         match class(op) {
             Class::Preserving => {
-                let r = match &*n.shape {
-                    Shape::Array(a) => a.rank(),
-                    s => match leaf_shapes(s).first() {
-                        Some(a) => a.rank(),
-                        None => return,
-                    },
+                let Some(r) = self.leaf_rank(u, 0) else {
+                    return;
                 };
                 if r == 0 {
                     return;
@@ -289,10 +298,10 @@ impl<'s, 'a> Solver<'s, 'a> {
                         }
                     }
                 }
-                let ops = n.operands.clone();
+                let ops = &n.operands;
                 if known.is_none() {
-                    for &o in &ops {
-                        if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                    for &o in ops {
+                        if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
                             if let Some(l) = self.get(o, 0) {
                                 known = Some(l.clone());
                                 break;
@@ -306,16 +315,15 @@ impl<'s, 'a> Solver<'s, 'a> {
                         self.set(u, i, &l);
                     }
                 }
-                for &o in &ops {
-                    if self.node(o).shape.as_array().map(|a| a.rank()) == Some(r) {
+                for &o in ops {
+                    if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
                         self.set(o, 0, &l);
                     }
                 }
             }
             Class::Tuple => {
-                let ops = n.operands.clone();
                 let mut off = 0;
-                for o in ops {
+                for &o in &n.operands {
                     let k = self.lay[o as usize].len();
                     for i in 0..k {
                         self.link(o, i, u, off + i);
@@ -328,7 +336,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let idx = n.src.and_then(|s| s.attrs.tuple_index).unwrap_or(-1);
                 let Some((start, len)) = usize::try_from(idx)
                     .ok()
-                    .and_then(|k| elem_range(&self.node(o).shape, k))
+                    .and_then(|k| elem_range(&fc.nodes[o as usize].shape, k))
                 else {
                     return;
                 };
@@ -344,7 +352,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
             }
             Class::Transpose => {
-                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.clone()) else {
+                let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
                     return;
                 };
                 let Some(&o) = n.operands.first() else { return };
@@ -352,12 +360,12 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
-                        if let Some(l) = tiling::transpose_output_layout(&perm, &i) {
+                        if let Some(l) = tiling::transpose_output_layout(perm, &i) {
                             self.set(u, 0, &l);
                         }
                     }
                     (None, Some(ol)) => {
-                        if let Some(l) = tiling::transpose_operand_layout(&perm, &ol) {
+                        if let Some(l) = tiling::transpose_operand_layout(perm, &ol) {
                             self.set(o, 0, &l);
                         }
                     }
@@ -366,20 +374,22 @@ impl<'s, 'a> Solver<'s, 'a> {
             }
             Class::Reshape => {
                 let Some(&o) = n.operands.first() else { return };
-                let (Some(a), Some(b)) = (self.node(o).shape.as_array(), n.shape.as_array()) else {
+                let (Some(a), Some(b)) =
+                    (fc.nodes[o as usize].shape.as_array(), n.shape.as_array())
+                else {
                     return;
                 };
-                let (from, to) = (a.dims.clone(), b.dims.clone());
+                let (from, to) = (&a.dims, &b.dims);
                 let out = self.get(u, 0).cloned();
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
-                        if let Some(l) = tiling::reshape_layout(&from, &i, &to) {
+                        if let Some(l) = tiling::reshape_layout(from, &i, to) {
                             self.set(u, 0, &l);
                         }
                     }
                     (None, Some(ol)) => {
-                        if let Some(l) = tiling::reshape_layout(&to, &ol, &from) {
+                        if let Some(l) = tiling::reshape_layout(to, &ol, from) {
                             self.set(o, 0, &l);
                         }
                     }
@@ -394,10 +404,11 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let Some(out) = self.get(u, 0).cloned() else {
                     return;
                 };
+                let empty = Dims::new();
                 let dims = n
                     .src
-                    .and_then(|s| s.attrs.dimensions.clone())
-                    .unwrap_or_default();
+                    .and_then(|s| s.attrs.dimensions.as_ref())
+                    .unwrap_or(&empty);
                 let l: Dims = out
                     .iter()
                     .filter_map(|d| dims.iter().position(|x| x == d).map(|p| p as i64))
@@ -405,10 +416,11 @@ impl<'s, 'a> Solver<'s, 'a> {
                 self.set(o, 0, &l);
             }
             Class::Reduce => {
+                let empty = Dims::new();
                 let reduced = n
                     .src
-                    .and_then(|s| s.attrs.dimensions.clone())
-                    .unwrap_or_default();
+                    .and_then(|s| s.attrs.dimensions.as_ref())
+                    .unwrap_or(&empty);
                 let k = n.operands.len() / 2;
                 for i in 0..k {
                     if self.get(u, i).is_some() {
@@ -431,9 +443,17 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Make leaf `i` of `a` and leaf `j` of `b` equal if one of them is known.
     fn link(&mut self, a: u32, i: usize, b: u32, j: usize) {
-        match (self.get(a, i).cloned(), self.get(b, j).cloned()) {
-            (Some(l), None) => self.set(b, j, &l),
-            (None, Some(l)) => self.set(a, i, &l),
+        match (self.get(a, i).is_some(), self.get(b, j).is_some()) {
+            (true, false) => {
+                if let Some(l) = self.get(a, i).cloned() {
+                    self.set(b, j, &l);
+                }
+            }
+            (false, true) => {
+                if let Some(l) = self.get(b, j).cloned() {
+                    self.set(a, i, &l);
+                }
+            }
             _ => {}
         }
     }
@@ -677,8 +697,17 @@ fn solve_comp(
         .map(|n| SmallVec::from_elem(None, leaf_count(&n.shape)))
         .collect();
     let param0 = fc.params.first().copied().unwrap_or(NONE);
+    let ranks: Vec<SmallVec<[u8; 1]>> = fc
+        .nodes
+        .iter()
+        .map(|n| match &*n.shape {
+            Shape::Array(a) => SmallVec::from_elem(a.rank() as u8, 1),
+            s => leaf_shapes(s).iter().map(|a| a.rank() as u8).collect(),
+        })
+        .collect();
     let mut s = Solver {
         fc,
+        ranks,
         lay,
         reqs: HashMap::default(),
         root_req: None,
@@ -688,7 +717,9 @@ fn solve_comp(
     };
     let order = fc.order.clone();
 
-    // 1. Fixed layouts.
+    // 1. Buffers whose layout is fixed, all seeded before any propagation: entry and
+    //    condition parameters, results of while/conditional/fusion/default-layout ops,
+    //    configured outputs, then the required result of the computation.
     match role {
         Role::Entry => {
             let given = m.attrs.entry_computation_layout.as_ref();
@@ -702,15 +733,9 @@ fn solve_comp(
                     _ => default_leaves(shape),
                 };
                 s.set_all(p, &leaves);
-                s.drain();
             }
         }
-        Role::Cond(l) => {
-            if param0 != NONE {
-                s.set_all(param0, l);
-                s.drain();
-            }
-        }
+        Role::Cond(l) if param0 != NONE => s.set_all(param0, l),
         _ => {}
     }
     for &x in &order {
@@ -727,12 +752,7 @@ fn solve_comp(
                     }
                 }
             }
-            Opcode::Conditional => {
-                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
-                    s.set_all(x, &b.root);
-                }
-            }
-            Opcode::Fusion => {
+            Opcode::Conditional | Opcode::Fusion => {
                 if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
                     s.set_all(x, &b.root);
                 }
@@ -741,12 +761,44 @@ fn solve_comp(
                 let l = default_leaves(&n.shape);
                 s.set_all(x, &l);
             }
-            _ => continue,
+            _ => {}
         }
-        s.drain();
     }
+    if !cfg.layouts.is_empty() {
+        for &x in &order {
+            let n = s.node(x);
+            if n.origin == NONE {
+                continue;
+            }
+            if let Some(o) = cfg
+                .layouts
+                .get(&(n.origin as usize))
+                .and_then(|nl| nl.output.as_ref())
+            {
+                s.set(x, 0, o);
+            }
+        }
+    }
+    match role {
+        Role::Entry => {
+            let root = fc.root;
+            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
+                if r.compatible(&fc.nodes[root as usize].shape) {
+                    let l = written_leaves(r);
+                    s.set_all(root, &l);
+                    s.root_req = Some(l);
+                }
+            }
+        }
+        Role::Branch(Some(l)) => {
+            s.set_all(fc.root, l);
+            s.root_req = Some(l.clone());
+        }
+        _ => {}
+    }
+    s.drain();
 
-    // 2. The configuration.
+    // 2. Configured operand layouts: requirements of the use, propagated to the operand.
     if !cfg.layouts.is_empty() {
         for &x in &order {
             let n = s.node(x);
@@ -756,10 +808,6 @@ fn solve_comp(
             let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else {
                 continue;
             };
-            if let Some(o) = &nl.output {
-                s.set(x, 0, o);
-                s.drain();
-            }
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
                 if let Some(l) = l {
                     s.require(x, slot, SmallVec::from_elem(l.clone(), 1));
@@ -769,25 +817,6 @@ fn solve_comp(
     }
 
     // 3. Uses that need a layout.
-    match role {
-        Role::Entry => {
-            let root = fc.root;
-            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
-                if r.compatible(&fc.nodes[root as usize].shape) {
-                    let l = written_leaves(r);
-                    s.set_all(root, &l);
-                    s.root_req = Some(l);
-                    s.drain();
-                }
-            }
-        }
-        Role::Branch(Some(l)) => {
-            s.set_all(fc.root, l);
-            s.root_req = Some(l.clone());
-            s.drain();
-        }
-        _ => {}
-    }
     for &x in &order {
         let n = s.node(x);
         match n.opcode {
@@ -992,27 +1021,30 @@ fn solve_comp(
 }
 
 /// The layout a use requires of operand `slot` of `u`, if any.
-fn requirement(
-    fc: &FComp<'_>,
-    reqs: &HashMap<(u32, u32), Leaves, FxBuild>,
+/// The layout a use requires of operand `slot` of `u`, if any (borrowed).
+fn requirement<'r>(
+    fc: &'r FComp<'_>,
+    reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>,
     u: u32,
     slot: usize,
-) -> Option<Leaves> {
-    if let Some(r) = reqs.get(&(u, slot as u32)) {
-        return Some(r.clone());
+) -> Option<&'r [Dims]> {
+    if !reqs.is_empty() {
+        if let Some(r) = reqs.get(&(u, slot as u32)) {
+            return Some(r.as_slice());
+        }
     }
     let n = &fc.nodes[u as usize];
     if class(n.opcode) != Class::Preserving {
         return None;
     }
-    let out = n.layouts.first()?;
-    let r = out.len();
+    let out = n.layouts.get(..1)?;
+    let r = out[0].len();
     if r == 0 {
         return None;
     }
     let o = &fc.nodes[*n.operands.get(slot)? as usize];
     if o.shape.as_array().map(|a| a.rank()) == Some(r) {
-        Some(SmallVec::from_elem(out.clone(), 1))
+        Some(out)
     } else {
         None
     }
@@ -1044,15 +1076,15 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
         if fc.nodes[o as usize].layouts.as_slice() == want {
             return o;
         }
-        let shape = fc.nodes[o as usize].shape.clone();
-        match &*shape {
+        let shape: Shape = (*fc.nodes[o as usize].shape).clone();
+        match &shape {
             Shape::Array(_) => {
                 let Some(w) = want.first() else { return o };
                 if let Some(&c) = self.memo.get(&(o, w.clone())) {
                     return c;
                 }
                 let name = self.names.fresh("copy");
-                let mut node = FNode::synthetic(Opcode::Copy, shape.into_owned(), &[o], name);
+                let mut node = FNode::synthetic(Opcode::Copy, shape.clone(), &[o], name);
                 node.layouts = SmallVec::from_elem(w.clone(), 1);
                 let id = self.push(fc, node);
                 self.memo.insert((o, w.clone()), id);
@@ -1094,7 +1126,7 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
                     parts.push(self.with_layout(fc, elem, &sub, stats));
                 }
                 let name = self.names.fresh("tuple");
-                let mut node = FNode::synthetic(Opcode::Tuple, shape.into_owned(), &parts, name);
+                let mut node = FNode::synthetic(Opcode::Tuple, shape.clone(), &parts, name);
                 node.layouts = want.iter().cloned().collect();
                 self.push(fc, node)
             }
@@ -1115,18 +1147,24 @@ fn insert_copies<'a>(
         memo: HashMap::default(),
         pending: Vec::new(),
     };
+    let nodes_before = fc.nodes.len();
+    let mut changed = false;
     let old = std::mem::take(&mut fc.order);
     let mut order = Vec::with_capacity(old.len() + 8);
     for &u in &old {
         let nops = fc.nodes[u as usize].operands.len();
         for slot in 0..nops {
-            let Some(req) = requirement(fc, reqs, u, slot) else {
-                continue;
-            };
             let o = fc.nodes[u as usize].operands[slot];
+            let req: Leaves = match requirement(fc, reqs, u, slot) {
+                Some(r) if r != fc.nodes[o as usize].layouts.as_slice() => {
+                    r.iter().cloned().collect()
+                }
+                _ => continue,
+            };
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
                 fc.nodes[u as usize].operands[slot] = v;
+                changed = true;
             }
         }
         order.append(&mut mk.pending);
@@ -1139,7 +1177,9 @@ fn insert_copies<'a>(
         fc.root = v;
     }
     fc.order = order;
-    fc.rebuild_users();
+    if fc.nodes.len() != nodes_before || changed {
+        fc.rebuild_users();
+    }
 }
 
 /// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.

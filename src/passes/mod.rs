@@ -88,53 +88,124 @@ impl CompiledModule {
 
 /// Compile `module` under `config`: inline calls, assign layouts (inserting copies and
 /// bitcasts, attaching TPU tiles), fuse, and list the kernels. The input is not modified.
+/// The module is self-checked with [`verify::verify`] in debug builds (call it yourself
+/// in release builds if you want the check). To compile one module under many
+/// configurations, use [`PreparedModule`].
 pub fn compile(
     module: &Module,
     config: &CompilationConfig,
 ) -> Result<CompiledModule, CompileError> {
-    let t0 = std::time::Instant::now();
-    let mut flat = flat::Flat::build(module)?;
-    let t1 = t0.elapsed();
-    let resolved = config::resolve(module, &flat.table, config)?;
-    check_overrides(&flat, &resolved, module)?;
-    let lstats = layout::assign(&mut flat, &resolved);
-    let t2 = t0.elapsed();
-    let plans: Vec<fusion::FusionPlan> = flat
-        .comps
-        .iter()
-        .map(|fc| fusion::plan(fc, &resolved))
-        .collect();
-    let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-    let fusions = plans.iter().map(|p| p.groups.len()).sum();
-    let t3 = t0.elapsed();
-    let emitted = emit::emit(&mut flat, &plans)?;
-    let t4 = t0.elapsed();
-    let mut kernels = emitted.kernels;
-    apply_tiles(&mut kernels, config)?;
-    let module_out = emitted.module;
-    if cfg!(debug_assertions) {
-        verify::verify(&module_out)?;
-    }
-    if std::env::var("TPUSIM_TIME").is_ok() {
-        eprintln!(
-            "TIMING flat {t1:?} layout {t2:?} fusion {t3:?} emit {t4:?} verify {:?}",
-            t0.elapsed()
-        );
-    }
-    let stats = CompileStats {
-        input_instructions: module.instruction_count(),
-        output_instructions: module_out.instruction_count(),
-        copies_inserted: lstats.copies,
-        bitcasts: lstats.bitcasts,
-        fusions,
-    };
-    Ok(CompiledModule {
-        module: module_out,
-        kernels,
-        stats,
-        notes,
-    })
+    PreparedModule::new(module)?.compile(config)
 }
+
+/// Kernels of a compilation without building the output module.
+#[derive(Debug, Clone)]
+pub struct CompiledKernels {
+    /// Exactly `compile(module, config)?.kernels` (same names, ids, shapes, order).
+    pub kernels: Vec<Kernel>,
+    pub stats: CompileStats,
+    pub notes: Vec<String>,
+}
+
+/// Everything [`compile`] decides, without materialising the compiled module: the kernel
+/// list (identical to `compile(..).kernels`) and the counters. The output module has
+/// ~3.5× more instructions than the input (fused clones, parameters); building it
+/// dominates `compile`'s time.
+pub fn compile_kernels(
+    module: &Module,
+    config: &CompilationConfig,
+) -> Result<CompiledKernels, CompileError> {
+    PreparedModule::new(module)?.compile_kernels(config)
+}
+
+/// A module prepared for many compilations (the dataset generator's loop): node
+/// numbering, call inlining and the name index are done once. `Sync`: share it across
+/// threads and compile different configurations in parallel.
+pub struct PreparedModule<'m> {
+    module: &'m Module,
+    flat: flat::Flat<'m>,
+    names: std::sync::OnceLock<config::Names<'m>>,
+}
+
+impl<'m> PreparedModule<'m> {
+    /// Number the nodes and inline calls.
+    pub fn new(module: &'m Module) -> Result<Self, CompileError> {
+        Ok(PreparedModule {
+            module,
+            flat: flat::Flat::build(module)?,
+            names: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The module.
+    pub fn module(&self) -> &'m Module {
+        self.module
+    }
+
+    /// TpuGraphs node numbering of the module.
+    pub fn node_table(&self) -> &NodeTable {
+        &self.flat.table
+    }
+
+    /// Same as [`compile`].
+    pub fn compile(&self, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
+        let (out, kernels, stats, notes) = self.run(config, false)?;
+        let out = out.ok_or_else(|| CompileError::Verify {
+            module: self.module.name.clone(),
+            message: "internal: no module emitted".into(),
+        })?;
+        if cfg!(debug_assertions) {
+            verify::verify(&out)?;
+        }
+        Ok(CompiledModule {
+            module: out,
+            kernels,
+            stats,
+            notes,
+        })
+    }
+
+    /// Same as [`compile_kernels`].
+    pub fn compile_kernels(
+        &self,
+        config: &CompilationConfig,
+    ) -> Result<CompiledKernels, CompileError> {
+        let (_, kernels, stats, notes) = self.run(config, true)?;
+        Ok(CompiledKernels {
+            kernels,
+            stats,
+            notes,
+        })
+    }
+
+    fn run(&self, config: &CompilationConfig, dry: bool) -> Result<RunOutput, CompileError> {
+        let module = self.module;
+        let resolved = config::resolve(module, &self.flat.table, config, &self.names)?;
+        check_overrides(&self.flat, &resolved, module)?;
+        let mut flat = self.flat.clone();
+        let lstats = layout::assign(&mut flat, &resolved);
+        let plans: Vec<fusion::FusionPlan> = flat
+            .comps
+            .iter()
+            .map(|fc| fusion::plan(fc, &resolved))
+            .collect();
+        let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
+        let fusions = plans.iter().map(|p| p.groups.len()).sum();
+        let emitted = emit::emit(&mut flat, &plans, dry)?;
+        let mut kernels = emitted.kernels;
+        apply_tiles(&mut kernels, config)?;
+        let stats = CompileStats {
+            input_instructions: module.instruction_count(),
+            output_instructions: emitted.instructions,
+            copies_inserted: lstats.copies,
+            bitcasts: lstats.bitcasts,
+            fusions,
+        };
+        Ok((emitted.module, kernels, stats, notes))
+    }
+}
+
+type RunOutput = (Option<Module>, Vec<Kernel>, CompileStats, Vec<String>);
 
 /// Every fusion override must name a real producer → consumer edge (after inlining).
 fn check_overrides(

@@ -4,7 +4,7 @@
 
 use smallvec::SmallVec;
 
-use crate::ir::{ArrayShape, Dims, Layout, PrimitiveType, Tile};
+use crate::ir::{Dims, Layout, PrimitiveType, Tile};
 
 /// Row-major `minor_to_major` for a rank.
 pub fn row_major(rank: usize) -> Dims {
@@ -124,23 +124,37 @@ pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
     }
 }
 
-/// Elements occupied with the first tile's padding (XLA's `ArraySize` / element size).
+/// Elements occupied with the first tile's padding (XLA's `ArraySize` in elements):
+/// the first tile rounds the most-minor physical dims up to its dims.
 pub fn padded_elements(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> u64 {
-    let mut a = ArrayShape::new(PrimitiveType::S8, dims);
-    a.layout = Some(Layout {
-        minor_to_major: m2m.iter().copied().collect(),
-        tiles: tiles.iter().cloned().collect(),
-        ..Default::default()
-    });
-    a.padded_byte_size()
+    let tile: &[i64] = tiles.first().map(|t| t.dims.as_slice()).unwrap_or(&[]);
+    let r = tile.len();
+    let mut count: u64 = 1;
+    for (i, &d) in m2m.iter().enumerate() {
+        let size = dims.get(d as usize).copied().unwrap_or(1).max(0) as u64;
+        let padded = match (i < r).then(|| tile[r - 1 - i]) {
+            Some(t) if t > 0 => size.div_ceil(t as u64) * t as u64,
+            _ => size,
+        };
+        count = count.saturating_mul(padded);
+    }
+    for i in m2m.len()..r {
+        let t = tile[r - 1 - i];
+        if t > 0 {
+            count = count.saturating_mul(t as u64);
+        }
+    }
+    count
 }
 
 /// Dimension groups of a reshape: for each non-degenerate input/output dim the index of
 /// the smallest group of consecutive dims whose sizes multiply to the same number on
 /// both sides (`usize::MAX` for size-1 dims). `None` if the element counts differ.
-fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(SmallVec<[usize; 8]>, SmallVec<[usize; 8]>)> {
-    let mut ga: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, a.len());
-    let mut gb: SmallVec<[usize; 8]> = SmallVec::from_elem(usize::MAX, b.len());
+type Groups = SmallVec<[usize; 8]>;
+
+fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(Groups, Groups)> {
+    let mut ga: Groups = SmallVec::from_elem(usize::MAX, a.len());
+    let mut gb: Groups = SmallVec::from_elem(usize::MAX, b.len());
     let ia: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| a[i] != 1).collect();
     let ib: SmallVec<[usize; 8]> = (0..b.len()).filter(|&i| b[i] != 1).collect();
     let (mut i, mut j, mut g) = (0usize, 0usize, 0usize);
@@ -365,6 +379,32 @@ mod tests {
         assert_eq!(tpu_tiles(Pred, &[], &[]).as_slice(), &[t(&[1024])]);
         assert_eq!(tpu_tiles(F32, &[4096], &[0]).as_slice(), &[t(&[1024])]);
         assert!(tpu_tiles(F64, &[8, 8], &[1, 0]).is_empty());
+    }
+
+    #[test]
+    fn padded_sizes_match_the_ir() {
+        for (et, dims, m2m) in [
+            (F32, vec![3i64, 5], vec![1i64, 0]),
+            (Bf16, vec![10, 200], vec![1, 0]),
+            (F32, vec![8, 112, 112, 64], vec![3, 0, 2, 1]),
+            (S8, vec![7, 3, 129], vec![0, 2, 1]),
+            (F32, vec![1000], vec![0]),
+            (F32, vec![], vec![]),
+        ] {
+            let mut a = crate::ir::ArrayShape::new(et, &dims);
+            a.layout = Some(tpu_layout(et, &dims, &m2m));
+            let tiles = tpu_tiles(et, &dims, &m2m);
+            assert_eq!(
+                padded_elements(&dims, &m2m, &tiles) * et.byte_size(),
+                a.padded_byte_size(),
+                "{dims:?}"
+            );
+        }
+        // bf16[10,200]{1,0:T(8,128)(2,1)} -> 16 x 256 elements (spec example).
+        assert_eq!(
+            padded_elements(&[10, 200], &[1, 0], &tpu_tiles(Bf16, &[10, 200], &[1, 0])),
+            16 * 256
+        );
     }
 
     #[test]
