@@ -287,21 +287,60 @@ fn labels_make_sense() {
     let r50 = sample("resnet50_train_b8.hlo");
     // Tile: the best configuration differs from the default tile in a real share of
     // kernels, and runtimes spread.
-    let out = run(&["generate", "tile", &r18, &r50, "--out", d, "--configs", "60", "--quiet", "--json"]);
+    let out = run(&[
+        "generate",
+        "tile",
+        &r18,
+        &r50,
+        "--out",
+        d,
+        "--configs",
+        "60",
+        "--quiet",
+        "--json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let files = v["files"].as_array().unwrap();
-    let not_default = files.iter().filter(|f| !f["default_is_best"].as_bool().unwrap()).count();
-    eprintln!("tile: best != default in {not_default} of {} kernels", files.len());
+    let not_default = files
+        .iter()
+        .filter(|f| !f["default_is_best"].as_bool().unwrap())
+        .count();
+    eprintln!(
+        "tile: best != default in {not_default} of {} kernels",
+        files.len()
+    );
     assert!(files.len() > 100);
-    assert!(not_default * 5 > files.len(), "{not_default} of {}", files.len());
+    assert!(
+        not_default * 5 > files.len(),
+        "{not_default} of {}",
+        files.len()
+    );
     // Layout (search around the default): runtimes spread and the default is not
     // always the fastest.
-    let out = run(&["generate", "layout", &r18, &r50, "--out", d, "--configs", "200", "--search", "default", "--quiet", "--json"]);
+    let out = run(&[
+        "generate",
+        "layout",
+        &r18,
+        &r50,
+        "--out",
+        d,
+        "--configs",
+        "200",
+        "--search",
+        "default",
+        "--quiet",
+        "--json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let files = v["files"].as_array().unwrap();
     for f in files {
-        eprintln!("layout {}: max/min {:.2}, default best: {}", f["file"], f["max_min_ratio"], f["default_is_best"]);
+        eprintln!(
+            "layout {}: max/min {:.2}, default best: {}",
+            f["file"], f["max_min_ratio"], f["default_is_best"]
+        );
         assert!(f["max_min_ratio"].as_f64().unwrap() > 1.1);
     }
-    assert!(files.iter().any(|f| !f["default_is_best"].as_bool().unwrap()));
+    assert!(files
+        .iter()
+        .any(|f| !f["default_is_best"].as_bool().unwrap()));
 }

@@ -260,56 +260,106 @@ fn random_perm(rng: &mut SplitMix64, rank: usize) -> Dims {
     v
 }
 
-/// Sample `count` distinct layout configurations (row 0 = the compiler's default).
+/// A deterministic stream of distinct layout configurations: the first is the
+/// compiler's default (all `None`); duplicates are recognised by a 64-bit hash, so the
+/// stream holds no configuration in memory and can be replayed from its seed.
+pub struct LayoutSampler {
+    ranks: Vec<[usize; 3]>,
+    has_kernel: Vec<bool>,
+    search: Search,
+    rng: SplitMix64,
+    seen: HashSet<u64>,
+    started: bool,
+}
+
+impl LayoutSampler {
+    pub fn new(ev: &LayoutEvaluator, search: Search, seed: u64) -> Self {
+        LayoutSampler {
+            ranks: ev.nodes.iter().map(|n| n.ranks).collect(),
+            has_kernel: ev
+                .nodes
+                .iter()
+                .map(|n| {
+                    matches!(
+                        n.opcode,
+                        crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
+                    )
+                })
+                .collect(),
+            search,
+            rng: SplitMix64::new(seed),
+            seen: HashSet::new(),
+            started: false,
+        }
+    }
+
+    fn hash(cfg: &[NodeChoice]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        cfg.hash(&mut h);
+        h.finish()
+    }
+
+    /// The next distinct configuration; `None` when 50 draws in a row repeat earlier ones.
+    pub fn next_config(&mut self) -> Option<Vec<NodeChoice>> {
+        let n = self.ranks.len();
+        if !self.started {
+            self.started = true;
+            let d = vec![NodeChoice::default(); n];
+            self.seen.insert(Self::hash(&d));
+            return Some(d);
+        }
+        for _ in 0..50 {
+            let mut cfg = vec![NodeChoice::default(); n];
+            let rng = &mut self.rng;
+            match self.search {
+                Search::Random => {
+                    for (i, c) in cfg.iter_mut().enumerate() {
+                        let [ro, ri, rk] = self.ranks[i];
+                        c.output = (ro > 0).then(|| random_perm(rng, ro));
+                        c.input = (ri > 0).then(|| random_perm(rng, ri));
+                        c.kernel = (rk > 0 && self.has_kernel[i]).then(|| random_perm(rng, rk));
+                    }
+                }
+                Search::Default => {
+                    let k = 1 + rng.below(3.min(n.max(1)));
+                    for _ in 0..k {
+                        let i = rng.below(n);
+                        let which = rng.below(3);
+                        let rank = self.ranks[i][which];
+                        if rank < 2 || (which == 2 && !self.has_kernel[i]) {
+                            continue;
+                        }
+                        let p = random_perm(rng, rank);
+                        match which {
+                            0 => cfg[i].output = Some(p),
+                            1 => cfg[i].input = Some(p),
+                            _ => cfg[i].kernel = Some(p),
+                        }
+                    }
+                }
+            }
+            if self.seen.insert(Self::hash(&cfg)) {
+                return Some(cfg);
+            }
+        }
+        None
+    }
+}
+
+/// Sample up to `count` distinct layout configurations (row 0 = the compiler's default).
 pub fn sample_layouts(
     ev: &LayoutEvaluator,
     search: Search,
     count: usize,
     seed: u64,
 ) -> Vec<Vec<NodeChoice>> {
-    let n = ev.nodes.len();
-    let mut rng = SplitMix64::new(seed);
-    let mut out = vec![vec![NodeChoice::default(); n]];
-    let mut seen: HashSet<Vec<NodeChoice>> = HashSet::new();
-    seen.insert(out[0].clone());
-    let mut tries = 0;
-    while out.len() < count && tries < count * 50 {
-        tries += 1;
-        let mut cfg = vec![NodeChoice::default(); n];
-        match search {
-            Search::Random => {
-                for (c, node) in cfg.iter_mut().zip(&ev.nodes) {
-                    let [ro, ri, rk] = node.ranks;
-                    c.output = (ro > 0).then(|| random_perm(&mut rng, ro));
-                    c.input = (ri > 0).then(|| random_perm(&mut rng, ri));
-                    let has_kernel = matches!(
-                        node.opcode,
-                        crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
-                    );
-                    c.kernel = (rk > 0 && has_kernel).then(|| random_perm(&mut rng, rk));
-                }
-            }
-            Search::Default => {
-                let k = 1 + rng.below(3.min(n.max(1)));
-                for _ in 0..k {
-                    let i = rng.below(n);
-                    let node = &ev.nodes[i];
-                    let which = rng.below(3);
-                    let rank = node.ranks[which];
-                    if rank < 2 {
-                        continue;
-                    }
-                    let p = random_perm(&mut rng, rank);
-                    match which {
-                        0 => cfg[i].output = Some(p),
-                        1 => cfg[i].input = Some(p),
-                        _ => cfg[i].kernel = Some(p),
-                    }
-                }
-            }
-        }
-        if seen.insert(cfg.clone()) {
-            out.push(cfg);
+    let mut s = LayoutSampler::new(ev, search, seed);
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        match s.next_config() {
+            Some(c) => out.push(c),
+            None => break,
         }
     }
     out
@@ -360,39 +410,60 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .map(|n| g.node_of(n.comp, n.instr).map(|x| x as i64).unwrap_or(-1))
             .collect();
         let seed = item_seed(o.seed, &input.name);
-        let cfgs = sample_layouts(&ev, o.search, o.configs.max(1), seed);
-        pb.inc_length(cfgs.len() as u64);
-        // Evaluate in parallel chunks, each with its own evaluator caches.
-        let chunk = cfgs
-            .len()
-            .div_ceil(rayon::current_num_threads().max(1))
-            .max(1);
-        let parts: Vec<Vec<f64>> = cfgs
-            .par_chunks(chunk)
-            .map(|part| {
-                let mut local = ev.clone_empty();
-                part.iter()
-                    .map(|c| {
-                        pb.inc(1);
-                        local.runtime_ns(c)
-                    })
-                    .collect()
-            })
+        // Pass 1: evaluate the configurations chunk by chunk (memory: one chunk), each
+        // thread with its own evaluator caches. Pass 2 replays the same stream from its
+        // seed to write the feature rows.
+        let threads = rayon::current_num_threads().max(1);
+        let evaluators: Vec<std::sync::Mutex<LayoutEvaluator>> = (0..threads)
+            .map(|_| std::sync::Mutex::new(ev.clone_empty()))
             .collect();
-        let runtimes: Vec<i64> = parts
-            .into_iter()
-            .flatten()
-            .enumerate()
-            .map(|(j, ns)| noise.apply(ns, seed, j as u64))
-            .collect();
-        write_layout_npz(&path, &g, &ids, &runtimes, |j, row| {
-            for c in &cfgs[j] {
-                let lc = LayoutConfig {
-                    output: c.output.as_ref().map(|d| d.to_vec()),
-                    input: c.input.as_ref().map(|d| d.to_vec()),
-                    kernel: c.kernel.as_ref().map(|d| d.to_vec()),
-                };
-                row.extend_from_slice(&layout_config_features(&lc));
+        let mut sampler = LayoutSampler::new(&ev, o.search, seed);
+        let mut runtimes: Vec<i64> = Vec::new();
+        const CHUNK: usize = 512;
+        while runtimes.len() < o.configs.max(1) {
+            let want = CHUNK.min(o.configs.max(1) - runtimes.len());
+            let chunk: Vec<Vec<NodeChoice>> =
+                (0..want).map_while(|_| sampler.next_config()).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            let per = chunk.len().div_ceil(threads).max(1);
+            let ns: Vec<Vec<f64>> = chunk
+                .par_chunks(per)
+                .enumerate()
+                .map(|(t, part)| {
+                    let mut e = match evaluators[t % threads].lock() {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    part.iter()
+                        .map(|c| {
+                            pb.inc(1);
+                            e.runtime_ns(c)
+                        })
+                        .collect()
+                })
+                .collect();
+            let base = runtimes.len() as u64;
+            runtimes.extend(
+                ns.into_iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
+            );
+            pb.inc_length(chunk.len() as u64);
+        }
+        let mut replay = LayoutSampler::new(&ev, o.search, seed);
+        write_layout_npz(&path, &g, &ids, &runtimes, |_, row| {
+            if let Some(cfg) = replay.next_config() {
+                for c in &cfg {
+                    let lc = LayoutConfig {
+                        output: c.output.as_ref().map(|d| d.to_vec()),
+                        input: c.input.as_ref().map(|d| d.to_vec()),
+                        kernel: c.kernel.as_ref().map(|d| d.to_vec()),
+                    };
+                    row.extend_from_slice(&layout_config_features(&lc));
+                }
             }
         })?;
         configs_done += runtimes.len() as u64;
