@@ -107,6 +107,18 @@ pub fn parse_module(file: &str, src: &str) -> Result<Module, HloError> {
     Ok(m)
 }
 
+/// Index of the quote that closes the string opening at `i` (or the end of input).
+fn string_end(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    while i < b.len() && b[i] != b'"' {
+        if b[i] == b'\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    i
+}
+
 /// Skip whitespace and comments.
 fn skip_space(src: &str, mut i: usize) -> usize {
     let b = src.as_bytes();
@@ -153,15 +165,7 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
     let mut line_breaks = Vec::new();
     while i < b.len() {
         match b[i] {
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
+            b'"' => i = string_end(b, i),
             b'/' if matches!(b.get(i + 1), Some(b'/') | Some(b'*')) => {
                 i = skip_space(src, i);
                 continue;
@@ -315,15 +319,7 @@ fn attribute_end(src: &str, start: usize) -> usize {
     let mut depth = 0usize;
     while i < b.len() {
         match b[i] {
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
+            b'"' => i = string_end(b, i),
             b'{' | b'(' | b'[' => depth += 1,
             b'}' | b')' | b']' => {
                 if depth == 0 {
@@ -376,15 +372,7 @@ fn check_nesting(file: &str, src: &str) -> Result<(), HloError> {
     let mut i = 0usize;
     while i < b.len() {
         match b[i] {
-            b'"' => {
-                i += 1;
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
+            b'"' => i = string_end(b, i),
             b'/' if b.get(i + 1) == Some(&b'/') => {
                 while i < b.len() && b[i] != b'\n' {
                     i += 1;
