@@ -466,3 +466,50 @@ fn random_layouts_compile_to_valid_modules() {
         }
     }
 }
+
+#[test]
+fn optimized_and_xla_corpus_modules_compile_to_valid_modules() {
+    let Some(dir) = shared() else {
+        println!("skipping: ../shared (or $TPUSIM_SHARED) with hlo_corpus not found");
+        return;
+    };
+    let mut files: Vec<PathBuf> = Vec::new();
+    for sub in ["hlo_corpus/jax", "hlo_corpus/xla"] {
+        let Ok(rd) = std::fs::read_dir(dir.join(sub)) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let n = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_string();
+            let small = e.metadata().map(|m| m.len() < 1_000_000).unwrap_or(false);
+            if (n.ends_with(".optimized.hlo") || (sub.ends_with("xla") && n.ends_with(".hlo")))
+                && small
+            {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut compiled = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, part) in tpusim::hlo::split_modules(&text) {
+            let Ok(m) = parse_module(&f.display().to_string(), part) else {
+                continue;
+            };
+            let what = format!("{}:{line}", f.display());
+            let c = compile(&m, &CompilationConfig::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            verify(&c.module).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let back = parse_module(&what, &print_module(&c.module))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(back == c.module, "{what}: round trip");
+            compiled += 1;
+        }
+    }
+    assert!(compiled >= 20, "only {compiled} modules compiled");
+}

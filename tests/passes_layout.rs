@@ -490,3 +490,27 @@ fn configs_load_from_json_and_toml_files() {
         "{e}"
     );
 }
+
+#[test]
+fn prepared_module_compiles_like_compile() {
+    fn is_sync<T: Sync + Send>() {}
+    is_sync::<tpusim::passes::PreparedModule<'static>>();
+    let m = module(TWO_CONVS);
+    let p = tpusim::passes::PreparedModule::new(&m).unwrap();
+    for cfg in [
+        CompilationConfig::default(),
+        layout_cfg(&[
+            ("c1", &[3, 2, 1, 0], &[], &[]),
+            ("c2", &[], &[0, 3, 2, 1], &[]),
+        ]),
+    ] {
+        let a = compile(&m, &cfg).unwrap();
+        let b = p.compile(&cfg).unwrap();
+        assert_eq!(print_module(&a.module), print_module(&b.module));
+        assert_eq!(a.kernels, b.kernels);
+        let k = p.compile_kernels(&cfg).unwrap();
+        assert_eq!(k.kernels, a.kernels);
+        assert_eq!(k.stats, a.stats);
+    }
+    assert_eq!(p.node_table().len(), 8);
+}

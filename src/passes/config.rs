@@ -413,13 +413,23 @@ pub struct NodeLayout {
 /// A configuration resolved against a module (node references turned into node indices).
 #[derive(Debug, Clone, Default)]
 pub struct ResolvedConfig {
-    /// Layouts by TpuGraphs node index.
-    pub layouts: HashMap<usize, NodeLayout>,
+    /// Configured layouts, addressed through [`ResolvedConfig::layout`].
+    pub layouts: Vec<NodeLayout>,
+    /// Node index → index in `layouts` (u32::MAX = none); empty when nothing is set.
+    pub layout_of: Vec<u32>,
     pub policy: FusionPolicy,
     /// `(producer, consumer)` node indices that must not be fused.
     pub no_fuse: HashSet<(usize, usize)>,
     /// `(producer, consumer)` node indices to fuse whenever possible.
     pub force_fuse: HashSet<(usize, usize)>,
+}
+
+impl ResolvedConfig {
+    /// The configured layout of a node (by TpuGraphs node index).
+    pub fn layout(&self, node: usize) -> Option<&NodeLayout> {
+        let k = *self.layout_of.get(node)?;
+        self.layouts.get(k as usize)
+    }
 }
 
 /// Instruction name → node indices (built once per module, on demand).
@@ -570,6 +580,9 @@ pub fn resolve<'m>(
         ..Default::default()
     };
     out.layouts.reserve(cfg.layout.len());
+    if !cfg.layout.is_empty() {
+        out.layout_of = vec![u32::MAX; t.len()];
+    }
     for e in &cfg.layout {
         let i = resolve_node(m, t, names, &e.node, &|| {
             format!("layout config for node {}", e.node)
@@ -615,9 +628,11 @@ pub fn resolve<'m>(
                 "only convolution and dot have a kernel (operand 1) tensor",
             )?,
         };
-        if out.layouts.insert(i, nl).is_some() {
+        if out.layout_of[i] != u32::MAX {
             return Err(CompileError::DuplicateLayout { node: label() });
         }
+        out.layout_of[i] = out.layouts.len() as u32;
+        out.layouts.push(nl);
     }
     for o in &cfg.fusion.overrides {
         let ctx = || format!("fusion override {} -> {}", o.producer, o.consumer);

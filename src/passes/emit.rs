@@ -332,6 +332,25 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut kernels: Vec<(u32, u32)> = Vec::new();
         let mut local: Vec<u32> = vec![NONE; n];
         let mut pc = PhysCache::new(n);
+        // Control predecessors survive only if they are emitted earlier under their own
+        // name in the same computation (inlining, fusion and renaming can remove them).
+        let has_ctrl = !dry
+            && fc.order.iter().any(|&x| {
+                fc.nodes[x as usize]
+                    .src
+                    .map(|s| !s.attrs.control_predecessors.is_empty())
+                    .unwrap_or(false)
+            });
+        let by_name: std::collections::HashMap<&str, u32> = if has_ctrl {
+            fc.order
+                .iter()
+                .filter(|&&x| fc.nodes[x as usize].name.is_none())
+                .filter_map(|&x| fc.nodes[x as usize].src.map(|s| (s.name.as_str(), x)))
+                .collect()
+        } else {
+            Default::default()
+        };
+        let mut own_name = vec![false; if has_ctrl { n } else { 0 }];
         let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
             v.iter()
                 .map(|&o| {
@@ -359,7 +378,16 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     ));
                 }
                 if let Some(c) = comp.as_mut() {
-                    let ins = self.instr(nd, name.clone().unwrap_or_default())?;
+                    let mut ins = self.instr(nd, name.clone().unwrap_or_default())?;
+                    if has_ctrl {
+                        own_name[x as usize] = ins.name == nd.name();
+                        ins.attrs.control_predecessors.retain(|p| {
+                            by_name
+                                .get(p.as_str())
+                                .map(|&y| new_ids[y as usize] != NONE && own_name[y as usize])
+                                .unwrap_or(false)
+                        });
+                    }
                     let ops = ids(&nd.operands, &new_ids).ok_or_else(|| {
                         bad(m, format!("operand of '{}' was not emitted", ins.name))
                     })?;
@@ -435,7 +463,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     hero_name = name.clone().unwrap_or_default();
                 }
                 if let Some(f) = f.as_mut() {
-                    let ins = self.instr(nd2, name.unwrap_or_default())?;
+                    let mut ins = self.instr(nd2, name.unwrap_or_default())?;
+                    ins.attrs.control_predecessors.clear();
                     let ops = ids(&nd2.operands, &local).ok_or_else(|| {
                         bad(m, format!("fused operand of '{}' missing", ins.name))
                     })?;
@@ -560,9 +589,19 @@ pub(crate) fn emit(
                     None
                 } else {
                     let mut comp = m.comp(c).clone();
+                    let tile = flat.fused[c];
                     for &id in &comp.order.clone() {
                         let name = comp.instr(id).name.clone();
-                        remap_called(&mut comp.instr_mut(id).attrs, &e.new_id, m, &name)?;
+                        let ins = comp.instr_mut(id);
+                        remap_called(&mut ins.attrs, &e.new_id, m, &name)?;
+                        if tile {
+                            // An input fusion's computation: tiles like everything else.
+                            let leaves: Vec<Dims> = leaf_shapes(&ins.shape)
+                                .iter()
+                                .map(|a| a.minor_to_major())
+                                .collect();
+                            ins.shape = laid_out(&ins.shape, &leaves);
+                        }
                     }
                     Some(comp)
                 };

@@ -147,6 +147,9 @@ pub(crate) struct Flat<'a> {
     pub module: &'a Module,
     pub table: std::sync::Arc<NodeTable>,
     pub kinds: Vec<CompKind>,
+    /// Embedded computations called by `fusion` instructions of the input (their
+    /// shapes get TPU tiles like the rest).
+    pub fused: Vec<bool>,
     /// Flattened computations, in input-module order.
     pub comps: Vec<FComp<'a>>,
     /// Input computation → index in `comps`.
@@ -313,10 +316,11 @@ fn bad(m: &Module, message: impl Into<String>) -> CompileError {
     }
 }
 
-/// Classify the computations of a module.
-fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
+/// Classify the computations of a module; also says which are fused computations.
+fn classify(m: &Module) -> Result<(Vec<CompKind>, Vec<bool>), CompileError> {
     let n = m.computations.len();
     let mut kinds = vec![CompKind::Dropped; n];
+    let mut fused = vec![false; n];
     if m.entry >= n {
         return Err(bad(m, "entry computation index out of range"));
     }
@@ -365,6 +369,9 @@ fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
                     ) => true,
                     _ => false,
                 };
+                if ins.opcode == Opcode::Fusion {
+                    fused[callee] = true;
+                }
                 if child_flat {
                     kinds[callee] = CompKind::Flat;
                 } else if kinds[callee] == CompKind::Dropped {
@@ -374,18 +381,19 @@ fn classify(m: &Module) -> Result<Vec<CompKind>, CompileError> {
             }
         }
     }
-    Ok(kinds)
+    Ok((kinds, fused))
 }
 
 impl<'a> Flat<'a> {
     /// Flatten a module: classify computations, inline calls, fold gte(tuple), DCE.
     pub fn build(m: &'a Module) -> Result<Self, CompileError> {
         let table = std::sync::Arc::new(NodeTable::new(m));
-        let kinds = classify(m)?;
+        let (kinds, fused) = classify(m)?;
         let mut flat = Flat {
             module: m,
             table,
             kinds,
+            fused,
             comps: Vec::new(),
             flat_of: vec![None; m.computations.len()],
             names: Namer::new(m),

@@ -771,8 +771,7 @@ fn solve_comp(
                 continue;
             }
             if let Some(o) = cfg
-                .layouts
-                .get(&(n.origin as usize))
+                .layout(n.origin as usize)
                 .and_then(|nl| nl.output.as_ref())
             {
                 s.set(x, 0, o);
@@ -805,7 +804,7 @@ fn solve_comp(
             if n.origin == NONE {
                 continue;
             }
-            let Some(nl) = cfg.layouts.get(&(n.origin as usize)) else {
+            let Some(nl) = cfg.layout(n.origin as usize) else {
                 continue;
             };
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
@@ -861,7 +860,7 @@ fn solve_comp(
     for &x in &order {
         let n = s.node(x);
         let configured = if n.origin != NONE {
-            cfg.layouts.get(&(n.origin as usize))
+            cfg.layout(n.origin as usize)
         } else {
             None
         };

@@ -190,7 +190,6 @@ impl<'m> PreparedModule<'m> {
             .map(|fc| fusion::plan(fc, &resolved))
             .collect();
         let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-        let fusions = plans.iter().map(|p| p.groups.len()).sum();
         let emitted = emit::emit(&mut flat, &plans, dry)?;
         let mut kernels = emitted.kernels;
         apply_tiles(&mut kernels, config)?;
@@ -199,7 +198,10 @@ impl<'m> PreparedModule<'m> {
             output_instructions: emitted.instructions,
             copies_inserted: lstats.copies,
             bitcasts: lstats.bitcasts,
-            fusions,
+            fusions: kernels
+                .iter()
+                .filter(|k| k.fused_computation.is_some())
+                .count(),
         };
         Ok((emitted.module, kernels, stats, notes))
     }
