@@ -97,13 +97,26 @@ fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>
     let Some(m) = mods.into_iter().next() else {
         return Ok(None);
     };
-    match compile(&m.module, &cfg) {
-        Ok(c) => Ok(Some(c)),
+    let c = match compile(&m.module, &cfg) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("{}: error: {e}", file.display());
-            Ok(None)
+            return Ok(None);
         }
+    };
+    // The structural self-check of the compiled module (debug builds run it inside
+    // `compile`; release builds here).
+    if let Err(e) = crate::passes::verify::verify(&c.module) {
+        eprintln!(
+            "{}: error: compiled module fails its self-check: {e}",
+            file.display()
+        );
+        return Ok(None);
     }
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(Some(c))
 }
 
 /// Tile overrides that the configuration gave to kernels.
