@@ -344,3 +344,76 @@ fn labels_make_sense() {
         .iter()
         .any(|f| !f["default_is_best"].as_bool().unwrap()));
 }
+
+#[test]
+fn pb_files_mirror_the_npz_tree_and_replay() {
+    let a = tempfile::tempdir().unwrap();
+    let d = a.path().to_str().unwrap();
+    let mlp = sample("mlp_train.hlo");
+    run(&[
+        "generate",
+        "tile",
+        &mlp,
+        "--out",
+        d,
+        "--configs",
+        "10",
+        "--pb",
+        "--quiet",
+    ]);
+    run(&[
+        "generate",
+        "layout",
+        &mlp,
+        "--out",
+        d,
+        "--configs",
+        "10",
+        "--pb",
+        "--quiet",
+    ]);
+    let npz = npz_files(&a.path().join("npz"));
+    assert!(!npz.is_empty());
+    for f in &npz {
+        let rel = f.strip_prefix(a.path().join("npz")).unwrap();
+        let pb = a.path().join("pb").join(rel).with_extension("pb");
+        assert!(pb.is_file(), "{} has no .pb twin", f.display());
+        let tuning = tpusim::proto::read_tuning_file(&pb).unwrap();
+        let tpusim::proto::Tuning::Module(mt) = tuning else {
+            panic!("not a ModuleTuningData")
+        };
+        let arrays = tpusim::dataset::npz::read_npz(f).unwrap();
+        let rt = arrays["config_runtime"].as_slice::<i64>().unwrap();
+        assert_eq!(mt.runs.len(), rt.len());
+        assert!(mt.runs[0].is_default);
+        for (r, &ns) in mt.runs.iter().zip(rt) {
+            assert_eq!(r.compute_time_ns(), Some(ns));
+        }
+        assert!(mt.module_ir().unwrap().is_some());
+    }
+    // Replaying the layout file with the full pipeline gives the default run's runtime
+    // for row 0.
+    let layout_pb = a.path().join("pb/layout/xla/random/train/mlp_train.pb");
+    let csv = a.path().join("pred.csv");
+    run(&[
+        "estimate",
+        layout_pb.to_str().unwrap(),
+        "--runs",
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let row0: i64 = text
+        .lines()
+        .nth(1)
+        .unwrap()
+        .rsplit(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let arrays =
+        tpusim::dataset::npz::read_npz(a.path().join("npz/layout/xla/random/train/mlp_train.npz"))
+            .unwrap();
+    assert_eq!(arrays["config_runtime"].as_slice::<i64>().unwrap()[0], row0);
+}

@@ -55,6 +55,9 @@ pub struct GenArgs {
     /// Pad the no-aggregate feature lists with -1 instead of 0.
     #[arg(long)]
     pub pad_minus_one: bool,
+    /// Also write the raw TpuGraphs ModuleTuningData (.pb) of every file under OUT/pb/.
+    #[arg(long)]
+    pub pb: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -139,6 +142,7 @@ pub fn generate(c: Collection) -> Result<i32> {
         progress: !a.quiet && std::io::stderr().is_terminal(),
         source: a.source.clone(),
         search: a.search,
+        write_pb: a.pb,
     };
     let ins = inputs(&a.inputs)?;
     let mut builder = rayon::ThreadPoolBuilder::new();

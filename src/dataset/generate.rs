@@ -70,6 +70,30 @@ pub struct GenOptions {
     /// Layout collection: `xla` or `nlp`.
     pub source: String,
     pub search: Search,
+    /// Also write the raw TpuGraphs `ModuleTuningData` file of every npz file, under
+    /// `pb/` mirroring `npz/`.
+    pub write_pb: bool,
+}
+
+fn profile(ns: i64) -> Option<crate::proto::Profile> {
+    Some(crate::proto::Profile {
+        compute_time_ns: ns,
+        ..Default::default()
+    })
+}
+
+/// `OUT/npz/...` → `OUT/pb/...` with the `.pb` extension.
+fn pb_path(out: &Path, npz: &Path) -> PathBuf {
+    let rel = npz.strip_prefix(out.join("npz")).unwrap_or(npz);
+    out.join("pb").join(rel).with_extension("pb")
+}
+
+fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::proto::write_tuning_file(path, &crate::proto::Tuning::Module(mt))?;
+    Ok(())
 }
 
 /// Per-file statistics.
@@ -220,6 +244,33 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                     return Ok(None);
                 }
                 let g = encode_graph_with(km, &enc)?;
+                if o.write_pb {
+                    let runs = cfgs
+                        .iter()
+                        .zip(&runtime)
+                        .enumerate()
+                        .map(|(j, (t, &ns))| crate::proto::Run {
+                            config: crate::proto::RunConfig::Tile(Some(crate::proto::TileConfig {
+                                kernel_bounds: t.kernel_bounds.clone(),
+                                output_bounds: t.output_bounds.clone(),
+                                input_bounds: t.input_bounds.clone(),
+                                iteration_bounds: Vec::new(),
+                            })),
+                            error: false,
+                            is_default: j == 0,
+                            profile: profile(ns),
+                        })
+                        .collect();
+                    write_pb(
+                        &pb_path(&o.out, &path),
+                        crate::proto::ModuleTuning {
+                            module: Some(crate::proto::module_to_proto(km)),
+                            fingerprint: *fp,
+                            runs,
+                            config_index_to_node: Vec::new(),
+                        },
+                    )?;
+                }
                 write_tile_npz(&path, &g, &feat, &runtime, &norm)?;
                 configs_done.fetch_add(runtime.len() as u64, Ordering::Relaxed);
                 Ok(Some((true, stats(&path, &runtime, g.num_nodes()))))
@@ -452,6 +503,60 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                     .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
             );
             pb.inc_length(chunk.len() as u64);
+        }
+        if o.write_pb {
+            let mut replay = LayoutSampler::new(&ev, o.search, seed);
+            let mut runs = Vec::with_capacity(runtimes.len());
+            for (j, &ns) in runtimes.iter().enumerate() {
+                let Some(cfg) = replay.next_config() else {
+                    break;
+                };
+                let list = |d: &Option<crate::ir::Dims>| {
+                    d.as_ref().map(|d| d.to_vec()).unwrap_or_default()
+                };
+                let nodes = cfg
+                    .iter()
+                    .map(|c| {
+                        crate::proto::NodeLayout::new(
+                            list(&c.output),
+                            list(&c.input),
+                            list(&c.kernel),
+                        )
+                    })
+                    .collect();
+                runs.push(crate::proto::Run {
+                    config: crate::proto::RunConfig::Layout(crate::proto::LayoutConfig { nodes }),
+                    error: false,
+                    is_default: j == 0,
+                    profile: profile(ns),
+                });
+            }
+            write_pb(
+                &pb_path(&o.out, &path),
+                crate::proto::ModuleTuning {
+                    module: Some(crate::proto::module_to_proto(&input.module)),
+                    fingerprint: super::kernel_module::fnv1a(input.name.as_bytes()),
+                    runs,
+                    // Node numbering of the written proto: computations in module order,
+                    // instructions in program order.
+                    config_index_to_node: {
+                        let mut base = vec![0u64; input.module.computations.len()];
+                        let mut acc = 0u64;
+                        for (ci, c) in input.module.computations.values().enumerate() {
+                            base[ci] = acc;
+                            acc += c.len() as u64;
+                        }
+                        ev.nodes
+                            .iter()
+                            .map(|n| {
+                                let c = input.module.comp(n.comp);
+                                base[n.comp]
+                                    + c.order.iter().position(|&x| x == n.instr).unwrap_or(0) as u64
+                            })
+                            .collect()
+                    },
+                },
+            )?;
         }
         let mut replay = LayoutSampler::new(&ev, o.search, seed);
         write_layout_npz(&path, &g, &ids, &runtimes, |_, row| {

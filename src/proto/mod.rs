@@ -11,6 +11,7 @@ pub mod error;
 pub mod hlo_module;
 pub mod inspect;
 pub mod literal;
+pub mod to_proto;
 pub mod tuning;
 pub mod view;
 pub mod wire;
@@ -21,6 +22,7 @@ pub use hlo_module::{
     module_from_proto, module_from_proto_bytes, module_from_view, modules_from_binary,
 };
 pub use inspect::{inspect_bytes, summarize, ModuleSummary, TuningSummary};
+pub use to_proto::module_to_proto;
 pub use tuning::{
     flattened_nodes, read_hlo_module_proto, read_module_tuning, read_tuning, read_tuning_file,
     read_tuning_set, write_file_atomic, write_module_tuning, write_tuning, write_tuning_file,
