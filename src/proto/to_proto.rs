@@ -38,7 +38,6 @@ fn shape_proto(s: &Shape) -> xla::ShapeProto {
                 element_size_in_bits: l.element_size_in_bits,
                 memory_space: l.memory_space,
                 tail_padding_alignment_in_elements: l.tail_padding_alignment,
-                ..Default::default()
             }),
             ..Default::default()
         },
