@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::error::CompileError;
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
+use crate::tpu::SplitMix64;
 
 /// Opcodes whose layouts a configuration may set.
 ///
@@ -269,7 +270,7 @@ impl CompilationConfig {
     /// configurable node gets, for each of its tensors, with probability 1/2 a uniformly
     /// random permutation, else "compiler's choice". Deterministic in `seed`.
     pub fn random_layouts(module: &Module, seed: u64) -> Self {
-        let mut rng = SplitMix64(seed);
+        let mut rng = SplitMix64::new(seed);
         let mut layout = Vec::new();
         for (c, id, idx) in configurable_nodes(module) {
             let comp = module.comp(c);
@@ -311,21 +312,6 @@ impl CompilationConfig {
             layout,
             ..Default::default()
         }
-    }
-}
-
-/// A tiny deterministic generator (SplitMix64).
-#[derive(Debug, Clone)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 
