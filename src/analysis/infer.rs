@@ -1242,24 +1242,7 @@ impl<'a> Cx<'a> {
             .filter(|(i, _)| !dims.contains(&(*i as i64)))
             .map(|(_, &d)| d)
             .collect();
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let a = self.arr(i)?;
-            let init = self.arr(n + i)?;
-            if a.dims != a0.dims {
-                return Err(ShapeError::OperandDims {
-                    lhs: shape_text(self.op(0)?),
-                    rhs: shape_text(self.op(i)?),
-                });
-            }
-            if init.rank() != 0 {
-                return invalid(format!("reduce init value {i} must be a scalar"));
-            }
-            out.push(array(init.element_type, &kept));
-        }
-        let f = self.called(CallRole::ToApply, "to_apply")?;
-        self.check_reducer(f, n)?;
-        Ok(tuple_or_single(out))
+        self.reduce_outputs(n, &a0.dims, &kept, "reduce")
     }
 
     /// A reducer of N values takes 2N scalars (accumulators, then inputs) and returns
@@ -1328,20 +1311,32 @@ impl<'a> Cx<'a> {
         } else {
             windowed_dims(&a0.dims, &w)?
         };
+        self.reduce_outputs(n, &a0.dims, &dims, "reduce-window")
+    }
+
+    /// Result of a variadic reduce / reduce-window: N inputs of one shape, N scalar
+    /// inits, a reducer of N values; one output of `out_dims` per init type.
+    fn reduce_outputs(
+        &self,
+        n: usize,
+        in_dims: &[i64],
+        out_dims: &[i64],
+        what: &str,
+    ) -> Result<Shape, ShapeError> {
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let a = self.arr(i)?;
             let init = self.arr(n + i)?;
-            if a.dims != a0.dims {
+            if a.dims.as_slice() != in_dims {
                 return Err(ShapeError::OperandDims {
                     lhs: shape_text(self.op(0)?),
                     rhs: shape_text(self.op(i)?),
                 });
             }
             if init.rank() != 0 {
-                return invalid(format!("reduce-window init value {i} must be a scalar"));
+                return invalid(format!("{what} init value {i} must be a scalar"));
             }
-            out.push(array(init.element_type, &dims));
+            out.push(array(init.element_type, out_dims));
         }
         let f = self.called(CallRole::ToApply, "to_apply")?;
         self.check_reducer(f, n)?;
