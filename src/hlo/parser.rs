@@ -19,6 +19,37 @@ pub const MAX_NESTING: usize = 256;
 
 /// Parse one HLO module from text. `file` is used in error messages only.
 pub fn parse_module(file: &str, src: &str) -> Result<Module, HloError> {
+    parse_module_with(file, src, true, &mut FastPathStats::default())
+}
+
+/// [`parse_module`] with the general rules only (no printer-form fast path): the
+/// reference the fast path is tested against.
+#[doc(hidden)]
+pub fn parse_module_general(file: &str, src: &str) -> Result<Module, HloError> {
+    parse_module_with(file, src, false, &mut FastPathStats::default())
+}
+
+/// How many computations the printer-form fast path read, and how many went through
+/// the general rules.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FastPathStats {
+    pub fast: usize,
+    pub general: usize,
+}
+
+/// [`parse_module`], also saying which rules read each computation.
+pub fn parse_module_stats(file: &str, src: &str) -> Result<(Module, FastPathStats), HloError> {
+    let mut st = FastPathStats::default();
+    let m = parse_module_with(file, src, true, &mut st)?;
+    Ok((m, st))
+}
+
+fn parse_module_with(
+    file: &str,
+    src: &str,
+    try_fast: bool,
+    stats: &mut FastPathStats,
+) -> Result<Module, HloError> {
     check_nesting(file, src)?;
     let head = HloGrammar::parse(Rule::module_head, src)
         .map_err(|e| pest_error(file, src, 0, e))?
@@ -57,12 +88,30 @@ pub fn parse_module(file: &str, src: &str) -> Result<Module, HloError> {
         let start = pos;
         let (comp, is_entry, end) = match computation_span(src, pos) {
             Some(span) => {
-                let (c, e) = match read_computation(file, src, &span, &m, &mut lines, BATCH_LINES) {
-                    Ok(r) => r,
-                    // A batch boundary may have cut an instruction written over several
-                    // lines: read the whole body as one batch, which is exact.
-                    Err(_) => read_computation(file, src, &span, &m, &mut lines, usize::MAX)?,
+                // First the fast rules for the printer's form; then the general rules in
+                // batches of lines; then (a batch boundary may have cut an instruction
+                // written over several lines) the whole body as one batch, which is exact
+                // and gives the error.
+                let at = lines;
+                let fast = if try_fast {
+                    read_computation(file, src, &span, &m, &mut lines, BATCH_LINES, true)
+                } else {
+                    Err(not_fast())
                 };
+                if fast.is_ok() {
+                    stats.fast += 1;
+                } else {
+                    stats.general += 1;
+                }
+                let (c, e) = fast
+                    .or_else(|_| {
+                        lines = at;
+                        read_computation(file, src, &span, &m, &mut lines, BATCH_LINES, false)
+                    })
+                    .or_else(|_| {
+                        lines = at;
+                        read_computation(file, src, &span, &m, &mut lines, usize::MAX, false)
+                    })?;
                 (c, e, span.end)
             }
             None => {
@@ -213,7 +262,8 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
 }
 
 /// Read one computation from its pieces; the body is read in batches of
-/// `batch_lines` lines (`usize::MAX` = all at once).
+/// `batch_lines` lines (`usize::MAX` = all at once). `fast` reads head and body with
+/// the printer-form rules (`fast_head`, `fast_batch`), which fail on anything else.
 fn read_computation(
     file: &str,
     src: &str,
@@ -221,10 +271,18 @@ fn read_computation(
     m: &Module,
     lines: &mut LineCounter,
     batch_lines: usize,
+    fast: bool,
 ) -> Result<(Computation, bool), HloError> {
     let parse = |rule: Rule, from: usize, to: usize| {
         HloGrammar::parse(rule, &src[from..to])
-            .map_err(|e| pest_error(file, src, from, e))
+            .map_err(|e| {
+                if fast {
+                    // Not the printer's form: the general rules will say what is wrong.
+                    not_fast()
+                } else {
+                    pest_error(file, src, from, e)
+                }
+            })
             .map(|mut p| p.next().map(|p| p.into_inner()))
     };
     let b = Builder {
@@ -234,11 +292,24 @@ fn read_computation(
     };
     let mut cb = CompBuilder::new(span.body_close - span.body_open);
     cb.comp.line = lines.line_of(src, span.start) as u32;
-    if let Some(head) = parse(Rule::computation_head, span.start, span.body_open + 1)? {
+    let head_rule = if fast {
+        Rule::fast_head
+    } else {
+        Rule::computation_head
+    };
+    if let Some(head) = parse(head_rule, span.start, span.body_open + 1)? {
         for p in head {
             match p.as_rule() {
                 Rule::entry_kw => cb.is_entry = true,
                 Rule::name => cb.comp.name = strip_pct(p.as_str()).to_string(),
+                Rule::name_tok => cb.comp.name = b.name_tok(&p)?.to_string(),
+                // The fast rules only delimit these: check them as the general rules would.
+                Rule::param_tok => {
+                    b.name_tok(&p)?;
+                }
+                Rule::array_tok | Rule::tuple_shape => {
+                    b.shape(p)?;
+                }
                 _ => {}
             }
         }
@@ -260,9 +331,14 @@ fn read_computation(
             src,
             base: from,
         };
-        if let Some(batch) = parse(Rule::instruction_batch, from, to)? {
+        let rule = if fast {
+            Rule::fast_batch
+        } else {
+            Rule::instruction_batch
+        };
+        if let Some(batch) = parse(rule, from, to)? {
             for p in batch {
-                if p.as_rule() == Rule::instruction {
+                if matches!(p.as_rule(), Rule::instruction | Rule::fast_instruction) {
                     b.add_instruction(p, &mut cb, &m.computations, lines)?;
                 }
             }
@@ -665,7 +741,8 @@ impl<'a> Builder<'a> {
             match p.as_rule() {
                 Rule::root_kw => is_root = true,
                 Rule::name => name = strip_pct(p.as_str()),
-                Rule::array_shape | Rule::tuple_shape | Rule::buffer_shape => {
+                Rule::name_tok => name = self.name_tok(&p)?,
+                Rule::array_shape | Rule::array_tok | Rule::tuple_shape | Rule::buffer_shape => {
                     shape = Some(self.shape(p)?)
                 }
                 Rule::constant_body => {
@@ -690,7 +767,7 @@ impl<'a> Builder<'a> {
                         attrs.parameter_number = Some(v);
                     }
                 }
-                Rule::op_body => {
+                Rule::op_body | Rule::fast_op => {
                     let mut inner = p.into_inner();
                     if let Some(o) = inner.next() {
                         op_at = o.as_span().start();
@@ -712,6 +789,9 @@ impl<'a> Builder<'a> {
                         let oat = operand.as_span().start();
                         let mut oname = "";
                         let mut oshape = None;
+                        if operand.as_rule() == Rule::operand_tok {
+                            oname = self.name_tok(&operand)?;
+                        }
                         for q in operand.into_inner() {
                             match q.as_rule() {
                                 Rule::name => oname = strip_pct(q.as_str()),
@@ -738,7 +818,7 @@ impl<'a> Builder<'a> {
                         operands.push(id);
                     }
                 }
-                Rule::attribute => attr_pairs.push(p),
+                Rule::attribute | Rule::fast_attribute => attr_pairs.push(p),
                 _ => {}
             }
         }
@@ -809,6 +889,25 @@ impl<'a> Builder<'a> {
                     .map(|v| (v.as_str(), v.as_span().start()))
                     .unwrap_or(("", at));
                 (&n[..n.len() - 1], vs, vat)
+            }
+            Rule::attr_tok => {
+                let n = first.as_str();
+                let key = &n[..n.len() - 1];
+                let (vs, vat) = inner
+                    .next()
+                    .map(|v| (v.as_str(), v.as_span().start()))
+                    .unwrap_or(("", at));
+                // The general rules read these two keys with their own rules.
+                if !key.bytes().all(is_ident_byte)
+                    || key == "literal"
+                    || key == "entry_computation_layout"
+                {
+                    return Err(not_fast());
+                }
+                if !value_tok_ok(vs) {
+                    return Err(not_fast());
+                }
+                (key, vs, vat)
             }
             Rule::literal_attr => {
                 let t = first.as_str();
@@ -1049,9 +1148,87 @@ impl<'a> Builder<'a> {
 
     fn array_shape(&self, p: P<'a>) -> Result<Shape, HloError> {
         let start = p.as_span().start();
-        super::shape_text::array_shape(p.as_str())
+        let text = p.as_str();
+        if p.as_rule() == Rule::array_tok {
+            // A scanned token: the fast reader takes exactly the common valid form; the
+            // rest must match the grammar's `array_shape` before the general reader.
+            if let Some(a) = super::shape_text::array_shape_fast(text) {
+                return Ok(Shape::Array(a));
+            }
+            if HloGrammar::parse(Rule::array_shape_only, text).is_err() {
+                return Err(not_fast());
+            }
+        }
+        super::shape_text::array_shape(text)
             .map(Shape::Array)
             .map_err(|e| self.value_err(start, e))
+    }
+
+    /// The name in a scanned name token, if it is one (`%` then identifier characters,
+    /// or an identifier), as the grammar's `name` rule would read it.
+    fn name_tok(&self, p: &P<'a>) -> Result<&'a str, HloError> {
+        let t = p.as_str();
+        let ok = match t.as_bytes() {
+            [b'%', rest @ ..] => !rest.is_empty() && rest.iter().all(|&c| is_ident_byte(c)),
+            [first, rest @ ..] => {
+                (first.is_ascii_alphabetic() || *first == b'_')
+                    && rest.iter().all(|&c| is_ident_byte(c))
+            }
+            [] => false,
+        };
+        if ok {
+            Ok(strip_pct(t))
+        } else {
+            Err(not_fast())
+        }
+    }
+}
+
+/// A fast-path token that the general rules must read instead (the error is never shown,
+/// so it is cheap to make).
+fn not_fast() -> HloError {
+    HloError::whole_file("", "not in the printer's form")
+}
+
+/// The grammar's `ident_char`.
+fn is_ident_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')
+}
+
+/// The grammar's `plain` characters.
+fn is_plain_byte(c: u8) -> bool {
+    matches!(c, b'^'..=b'z' | b'-'..=b'Z' | b'#'..=b'\'' | b'*'..=b'+' | b'!' | b'\\' | b'|' | b'~')
+}
+
+/// Whether a scanned `value_tok` is exactly what the grammar's `attr_value` reads there:
+/// a brace group (the scan balances braces without looking at strings, so the group
+/// must also end here when strings are skipped as the grammar does), a string, or a
+/// non-empty run of `plain` characters.
+fn value_tok_ok(v: &str) -> bool {
+    let b = v.as_bytes();
+    match b.first() {
+        Some(b'{') => {
+            let mut depth = 0usize;
+            let mut i = 0;
+            while i < b.len() {
+                match b[i] {
+                    b'"' => i = string_end(b, i),
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return i + 1 == b.len();
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            false
+        }
+        Some(b'"') => true,
+        Some(_) => b.iter().all(|&c| is_plain_byte(c)),
+        None => false,
     }
 }
 
@@ -1099,7 +1276,7 @@ fn infer_simple_shape(op: Opcode, operands: &[InstrId], comp: &Computation) -> O
 }
 
 /// Incremental byte-offset → (line, col) conversion for increasing offsets.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct LineCounter {
     offset: usize,
     line: usize,

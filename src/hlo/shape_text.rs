@@ -14,8 +14,10 @@ pub fn array_shape(text: &str) -> Result<ArrayShape, ValueError> {
 
 /// The printer's common form, `f32[8,7,7,512]{3,2,1,0}` (static dims, plain or no
 /// layout, no blanks), read in one pass; `None` sends anything else to the general
-/// reader, which also produces the errors.
-fn array_shape_fast(text: &str) -> Option<ArrayShape> {
+/// reader, which also produces the errors. It returns `Some` only for text that the
+/// grammar's `array_shape` rule matches exactly and that is a valid shape, so the
+/// parser's fast path may use it to check a scanned token.
+pub(crate) fn array_shape_fast(text: &str) -> Option<ArrayShape> {
     let b = text.as_bytes();
     let open = b.iter().position(|&c| c == b'[')?;
     let element_type = PrimitiveType::from_name(&text[..open])?;
@@ -50,7 +52,8 @@ fn array_shape_fast(text: &str) -> Option<ArrayShape> {
         i += 1;
         let mut m2m = Dims::new();
         let mut seen: u64 = 0;
-        if b.get(i) != Some(&b'}') {
+        // `{}` is not a layout in the grammar (a layout starts with a digit or `:`).
+        if b.get(i) != Some(&b'}') || dims.is_empty() {
             loop {
                 let d = num(&mut i)?;
                 if d as usize >= dims.len() || d >= 64 || seen >> d & 1 == 1 {

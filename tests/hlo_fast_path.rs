@@ -1,0 +1,134 @@
+//! The printer-form fast path (`fast_batch` / `fast_head` in grammar/hlo.pest) must
+//! give exactly what the general rules give: the same IR for every corpus module, and
+//! the same IR or the same error for thousands of mutated modules. Seeded.
+
+mod common;
+
+use tpusim::hlo::parser::{parse_module_general, parse_module_stats};
+use tpusim::hlo::{parse_module, split_modules};
+
+fn agree(name: &str, text: &str) -> Result<(), String> {
+    let fast = parse_module(name, text);
+    let general = parse_module_general(name, text);
+    match (&fast, &general) {
+        (Ok(a), Ok(b)) if a == b => Ok(()),
+        (Err(a), Err(b)) if a.to_string() == b.to_string() => Ok(()),
+        _ => Err(format!(
+            "{name}: fast path {:?} but general rules {:?}",
+            fast.as_ref().map(|_| "ok").map_err(|e| e.to_string()),
+            general.as_ref().map(|_| "ok").map_err(|e| e.to_string())
+        )),
+    }
+}
+
+#[test]
+fn samples_take_the_fast_path_and_agree() {
+    for f in common::sample_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let name = f.display().to_string();
+        agree(&name, &text).unwrap();
+        let (m, st) = parse_module_stats(&name, &text).unwrap();
+        // Every computation of XLA's printed form is read by the fast rules.
+        assert_eq!(st.general, 0, "{name}: {st:?}");
+        assert_eq!(st.fast, m.computations.len(), "{name}");
+    }
+}
+
+#[test]
+fn corpus_modules_agree() {
+    let Some(files) = common::corpus_files() else {
+        eprintln!("skipping: ../shared/hlo_corpus not found");
+        return;
+    };
+    let (mut fast, mut general) = (0, 0);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (line, part) in split_modules(&text) {
+            let name = format!("{}#{line}", f.display());
+            agree(&name, part).unwrap();
+            let (_, st) = parse_module_stats(&name, part).unwrap();
+            fast += st.fast;
+            general += st.general;
+        }
+    }
+    // The JAX files are XLA-printed; the XLA test files are partly hand-written.
+    assert!(fast > 5 * general, "fast {fast}, general {general}");
+}
+
+struct SplitMix(u64);
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Bytes that matter to the fast path's token scans.
+const INTERESTING: &[u8] = b"{}()[],=:%\"/*\n -0123456789xT_<>?\\.";
+
+#[test]
+fn mutated_modules_agree() {
+    let mut inputs: Vec<String> = Vec::new();
+    for f in common::sample_files() {
+        let t = std::fs::read_to_string(&f).unwrap();
+        if t.len() < 50_000 {
+            inputs.push(t);
+        }
+    }
+    // A slice of XLA's optimised form (metadata, backend_config JSON, /*index=N*/).
+    let big = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("hlo_samples/resnet50_train_b8.optimized.hlo"),
+    )
+    .unwrap();
+    for at in ["%fused_computation.444 ", "%fused_computation.182 "] {
+        let start = big.find(at).unwrap();
+        let end = start + big[start..].find("\n}\n").unwrap() + 3;
+        inputs.push(big[start..end].to_string());
+    }
+    if let Some(i) = big.find("  %ynn_fusion.184 = ") {
+        let line_end = i + big[i..].find('\n').unwrap();
+        let params: String = (0..3)
+            .map(|k| format!("  %p{k} = f32[512]{{0}} parameter({k})\n"))
+            .collect();
+        let line = big[i..line_end]
+            .replace("%constant.309", "%p0")
+            .replace("%broadcast_subtract_fusion.27", "%p1")
+            .replace("%broadcast_multiply_fusion.41", "%p2")
+            .replace("calls=%fused_computation.184", "calls=%f");
+        inputs.push(format!(
+            "%f (a: f32[512]) -> f32[512] {{\n  ROOT %a = f32[512]{{0}} parameter(0)\n}}\n\nENTRY %e (p0: f32[512], p1: f32[512], p2: f32[512]) -> f32[512] {{\n{params}{line}\n}}\n"
+        ));
+    }
+    for (k, t) in inputs.iter().enumerate() {
+        agree(&format!("input{k}"), t).unwrap();
+    }
+    let mut rng = SplitMix(0xFA57);
+    let mut ok = 0;
+    for round in 0..3000 {
+        let src = &inputs[round % inputs.len()];
+        let mut bytes = src.as_bytes().to_vec();
+        for _ in 0..1 + rng.below(2) {
+            let i = rng.below(bytes.len());
+            let c = INTERESTING[rng.below(INTERESTING.len())];
+            match rng.below(3) {
+                0 => bytes[i] = c,
+                1 => bytes.insert(i, c),
+                _ => {
+                    bytes.remove(i);
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        agree(&format!("round{round}"), &text).unwrap();
+        ok += parse_module("m", &text).is_ok() as usize;
+    }
+    // Some mutations keep the module valid (inside strings, digits); most do not.
+    assert!(ok > 100 && ok < 2500, "{ok} of 3000 mutants parse");
+}
