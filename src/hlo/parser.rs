@@ -6,6 +6,10 @@ use pest::Parser;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
+/// Instruction names → ids while a computation is built (a fast, fixed-seed hash: the
+/// map is only looked up, never iterated).
+type NameMap<'a> = HashMap<&'a str, InstrId, foldhash::fast::FixedState>;
+
 use super::attrs::{self as av, ValueError};
 use super::error::HloError;
 use crate::ir::*;
@@ -159,10 +163,41 @@ fn parse_module_with(
 /// Index of the quote that closes the string opening at `i` (or the end of input).
 fn string_end(b: &[u8], mut i: usize) -> usize {
     i += 1;
-    while i < b.len() && b[i] != b'"' {
-        if b[i] == b'\\' {
-            i += 1;
+    while let Some(k) = b.get(i..).and_then(|r| memchr::memchr2(b'"', b'\\', r)) {
+        i += k;
+        if b[i] == b'"' {
+            return i;
         }
+        i += 2;
+    }
+    b.len()
+}
+
+/// Bytes the bracket scanners look at: quotes, `/` (comments), newlines, brackets.
+/// Everything else is skipped by one table lookup per byte.
+const SCAN_CLASS: [bool; 256] = {
+    let mut t = [false; 256];
+    let special = b"\"/\n{}()[]";
+    let mut k = 0;
+    while k < special.len() {
+        t[special[k] as usize] = true;
+        k += 1;
+    }
+    t
+};
+
+/// The first byte at or after `i` that a bracket scanner must look at.
+#[inline]
+fn next_special(b: &[u8], mut i: usize) -> usize {
+    // Eight bytes per step while none of them is special.
+    while let Some(c) = b.get(i..i + 8) {
+        let t = |k: usize| SCAN_CLASS[c[k] as usize] as u8;
+        if t(0) | t(1) | t(2) | t(3) | t(4) | t(5) | t(6) | t(7) != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i < b.len() && !SCAN_CLASS[b[i] as usize] {
         i += 1;
     }
     i
@@ -212,7 +247,11 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
     let mut depth = 0usize;
     let mut body_open = None;
     let mut line_breaks = Vec::new();
-    while i < b.len() {
+    loop {
+        i = next_special(b, i);
+        if i >= b.len() {
+            break;
+        }
         match b[i] {
             b'"' => i = string_end(b, i),
             b'/' if matches!(b.get(i + 1), Some(b'/') | Some(b'*')) => {
@@ -290,8 +329,38 @@ fn read_computation(
         src,
         base: span.start,
     };
-    let mut cb = CompBuilder::new(span.body_close - span.body_open);
+    let mut cb = CompBuilder::new(span.line_breaks.len() + 1);
     cb.comp.line = lines.line_of(src, span.start) as u32;
+    // One head item (the fast rules only delimit parameter names and shapes: check them
+    // as the general rules would).
+    let head_item = |p: P<'_>, cb: &mut CompBuilder| -> Result<(), HloError> {
+        match p.as_rule() {
+            Rule::entry_kw => cb.is_entry = true,
+            Rule::name => cb.comp.name = strip_pct(p.as_str()).to_string(),
+            Rule::name_tok => cb.comp.name = b.name_tok(&p)?.to_string(),
+            Rule::param_tok => {
+                b.name_tok(&p)?;
+            }
+            Rule::array_tok | Rule::tuple_shape => {
+                b.shape(p)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    };
+    if fast && span.line_breaks.len() < batch_lines {
+        // A computation of one batch (most are): head, body and closing brace in one go.
+        if let Some(all) = parse(Rule::fast_computation, span.start, span.end)? {
+            for p in all {
+                if p.as_rule() == Rule::fast_instruction {
+                    b.add_instruction(p, &mut cb, &m.computations, lines)?;
+                } else {
+                    head_item(p, &mut cb)?;
+                }
+            }
+        }
+        return b.finish_computation(cb);
+    }
     let head_rule = if fast {
         Rule::fast_head
     } else {
@@ -299,19 +368,7 @@ fn read_computation(
     };
     if let Some(head) = parse(head_rule, span.start, span.body_open + 1)? {
         for p in head {
-            match p.as_rule() {
-                Rule::entry_kw => cb.is_entry = true,
-                Rule::name => cb.comp.name = strip_pct(p.as_str()).to_string(),
-                Rule::name_tok => cb.comp.name = b.name_tok(&p)?.to_string(),
-                // The fast rules only delimit these: check them as the general rules would.
-                Rule::param_tok => {
-                    b.name_tok(&p)?;
-                }
-                Rule::array_tok | Rule::tuple_shape => {
-                    b.shape(p)?;
-                }
-                _ => {}
-            }
+            head_item(p, &mut cb)?;
         }
     }
     // Batch boundaries: every `batch_lines`-th depth-0 newline of the body.
@@ -364,23 +421,22 @@ fn read_computation(
 struct CompBuilder<'a> {
     comp: Computation,
     is_entry: bool,
-    names: HashMap<&'a str, InstrId>,
+    names: NameMap<'a>,
     explicit_root: Option<InstrId>,
     param_numbers: Vec<(i64, InstrId, usize)>,
     pending_ctrl: Vec<(InstrId, usize)>,
 }
 
 impl<'a> CompBuilder<'a> {
-    /// `body_bytes` sizes the graph (about one instruction per 64 bytes of text).
-    fn new(body_bytes: usize) -> Self {
-        let n = body_bytes / 64 + 1;
+    /// `n`: about how many instructions (lines) the body has.
+    fn new(n: usize) -> Self {
         let mut comp = Computation::new("");
         comp.graph = petgraph::stable_graph::StableDiGraph::with_capacity(n, 2 * n);
         comp.order.reserve(n);
         CompBuilder {
             comp,
             is_entry: false,
-            names: HashMap::with_capacity(n),
+            names: NameMap::with_capacity_and_hasher(n, Default::default()),
             explicit_root: None,
             param_numbers: Vec::new(),
             pending_ctrl: Vec::new(),
@@ -446,7 +502,11 @@ fn check_nesting(file: &str, src: &str) -> Result<(), HloError> {
     let b = src.as_bytes();
     let mut depth = 0usize;
     let mut i = 0usize;
-    while i < b.len() {
+    loop {
+        i = next_special(b, i);
+        if i >= b.len() {
+            break;
+        }
         match b[i] {
             b'"' => i = string_end(b, i),
             b'/' if b.get(i + 1) == Some(&b'/') => {
@@ -721,7 +781,7 @@ impl<'a> Builder<'a> {
         &self,
         pair: P<'a>,
         comp: &Computation,
-        names: &HashMap<&'a str, InstrId>,
+        names: &NameMap<'a>,
         comps: &indexmap::IndexMap<String, Computation>,
         lines: &mut LineCounter,
     ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
@@ -742,9 +802,11 @@ impl<'a> Builder<'a> {
                 Rule::root_kw => is_root = true,
                 Rule::name => name = strip_pct(p.as_str()),
                 Rule::name_tok => name = self.name_tok(&p)?,
-                Rule::array_shape | Rule::array_tok | Rule::tuple_shape | Rule::buffer_shape => {
-                    shape = Some(self.shape(p)?)
-                }
+                Rule::array_shape
+                | Rule::array_tok
+                | Rule::shape_word
+                | Rule::tuple_shape
+                | Rule::buffer_shape => shape = Some(self.shape(p)?),
                 Rule::constant_body => {
                     opcode = Opcode::Constant;
                     op_at = p.as_span().start();
@@ -867,21 +929,14 @@ impl<'a> Builder<'a> {
         Ok((instr, operands, is_root, name))
     }
 
-    fn attribute(
-        &self,
-        p: P<'a>,
-        opcode: Opcode,
-        attrs: &mut Attrs,
-        seen: &mut SmallVec<[&'a str; 8]>,
-        comps: &indexmap::IndexMap<String, Computation>,
-    ) -> Result<(), HloError> {
+    /// `(name, value, value offset)` of an attribute read by the general rules.
+    fn general_attribute(&self, p: P<'a>) -> Result<(&'a str, &'a str, usize), HloError> {
         let at = p.as_span().start();
         let mut inner = p.into_inner();
-        let first = match inner.next() {
-            Some(f) => f,
-            None => return Ok(()),
+        let Some(first) = inner.next() else {
+            return Err(self.err_at(at, "empty attribute"));
         };
-        let (key, value, vat) = match first.as_rule() {
+        Ok(match first.as_rule() {
             Rule::attr_name => {
                 let n = first.as_str();
                 let v = inner.next();
@@ -889,25 +944,6 @@ impl<'a> Builder<'a> {
                     .map(|v| (v.as_str(), v.as_span().start()))
                     .unwrap_or(("", at));
                 (&n[..n.len() - 1], vs, vat)
-            }
-            Rule::attr_tok => {
-                let n = first.as_str();
-                let key = &n[..n.len() - 1];
-                let (vs, vat) = inner
-                    .next()
-                    .map(|v| (v.as_str(), v.as_span().start()))
-                    .unwrap_or(("", at));
-                // The general rules read these two keys with their own rules.
-                if !key.bytes().all(is_ident_byte)
-                    || key == "literal"
-                    || key == "entry_computation_layout"
-                {
-                    return Err(not_fast());
-                }
-                if !value_tok_ok(vs) {
-                    return Err(not_fast());
-                }
-                (key, vs, vat)
             }
             Rule::literal_attr => {
                 let t = first.as_str();
@@ -922,6 +958,34 @@ impl<'a> Builder<'a> {
                 let (k, v) = t.split_once('=').unwrap_or((t, ""));
                 (k, v, at + k.len() + 1)
             }
+        })
+    }
+
+    fn attribute(
+        &self,
+        p: P<'a>,
+        opcode: Opcode,
+        attrs: &mut Attrs,
+        seen: &mut SmallVec<[&'a str; 8]>,
+        comps: &indexmap::IndexMap<String, Computation>,
+    ) -> Result<(), HloError> {
+        let at = p.as_span().start();
+        let (key, value, vat) = if p.as_rule() == Rule::fast_attribute {
+            // One scanned `name=value` token: the name stops at the first `=`.
+            let t = p.as_str();
+            let eq = t.find('=').ok_or_else(not_fast)?;
+            let (key, value) = (&t[..eq], &t[eq + 1..]);
+            // The general rules read these two keys with their own rules.
+            if !key.bytes().all(is_ident_byte)
+                || key == "literal"
+                || key == "entry_computation_layout"
+                || !fast_value_ok(value)
+            {
+                return Err(not_fast());
+            }
+            (key, value, at + eq + 1)
+        } else {
+            self.general_attribute(p)?
         };
         if seen.contains(&key) {
             return Err(self.err_at(at, format!("attribute '{key}' is given twice")));
@@ -1149,7 +1213,7 @@ impl<'a> Builder<'a> {
     fn array_shape(&self, p: P<'a>) -> Result<Shape, HloError> {
         let start = p.as_span().start();
         let text = p.as_str();
-        if p.as_rule() == Rule::array_tok {
+        if matches!(p.as_rule(), Rule::array_tok | Rule::shape_word) {
             // A scanned token: the fast reader takes exactly the common valid form; the
             // rest must match the grammar's `array_shape` before the general reader.
             if let Some(a) = super::shape_text::array_shape_fast(text) {
@@ -1200,11 +1264,11 @@ fn is_plain_byte(c: u8) -> bool {
     matches!(c, b'^'..=b'z' | b'-'..=b'Z' | b'#'..=b'\'' | b'*'..=b'+' | b'!' | b'\\' | b'|' | b'~')
 }
 
-/// Whether a scanned `value_tok` is exactly what the grammar's `attr_value` reads there:
+/// Whether the value of a scanned `fast_attribute` is exactly what the grammar's `attr_value` reads there:
 /// a brace group (the scan balances braces without looking at strings, so the group
 /// must also end here when strings are skipped as the grammar does), a string, or a
 /// non-empty run of `plain` characters.
-fn value_tok_ok(v: &str) -> bool {
+fn fast_value_ok(v: &str) -> bool {
     let b = v.as_bytes();
     match b.first() {
         Some(b'{') => {

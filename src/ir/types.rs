@@ -98,8 +98,17 @@ impl PrimitiveType {
 
     /// Parse a text name; `opaque_type` is accepted as an alias of `opaque`.
     pub fn from_name(s: &str) -> Option<Self> {
-        if s == "opaque_type" {
-            return Some(OpaqueType);
+        // The common names first, as constant-length compares (the parser calls this
+        // for every shape).
+        match s {
+            "f32" => return Some(F32),
+            "bf16" => return Some(Bf16),
+            "s32" => return Some(S32),
+            "pred" => return Some(Pred),
+            "f16" => return Some(F16),
+            "u32" => return Some(U32),
+            "opaque_type" => return Some(OpaqueType),
+            _ => {}
         }
         TYPE_NAMES.iter().find(|(n, _)| *n == s).map(|(_, t)| *t)
     }
