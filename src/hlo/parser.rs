@@ -189,13 +189,40 @@ const SCAN_CLASS: [bool; 256] = {
 /// The first byte at or after `i` that a bracket scanner must look at.
 #[inline]
 fn next_special(b: &[u8], mut i: usize) -> usize {
-    // Eight bytes per step while none of them is special.
-    while let Some(c) = b.get(i..i + 8) {
-        let t = |k: usize| SCAN_CLASS[c[k] as usize] as u8;
-        if t(0) | t(1) | t(2) | t(3) | t(4) | t(5) | t(6) | t(7) != 0 {
-            break;
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        // Sixteen bytes per step, compared against the nine special bytes at once.
+        // SAFETY: SSE2 is part of the x86_64 baseline; every load reads b[i..i + 16],
+        // which the loop condition keeps in bounds, and is unaligned-safe.
+        unsafe {
+            let set = |c: u8| _mm_set1_epi8(c as i8);
+            let (q, sl, nl) = (set(b'"'), set(b'/'), set(b'\n'));
+            let (lb, rb, lp, rp, ls, rs) = (
+                set(b'{'),
+                set(b'}'),
+                set(b'('),
+                set(b')'),
+                set(b'['),
+                set(b']'),
+            );
+            while i + 16 <= b.len() {
+                let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+                let eq = |c| _mm_cmpeq_epi8(v, c);
+                let m = _mm_or_si128(
+                    _mm_or_si128(_mm_or_si128(eq(q), eq(sl)), _mm_or_si128(eq(nl), eq(lb))),
+                    _mm_or_si128(
+                        _mm_or_si128(eq(rb), eq(lp)),
+                        _mm_or_si128(_mm_or_si128(eq(rp), eq(ls)), eq(rs)),
+                    ),
+                );
+                let mask = _mm_movemask_epi8(m) as u32;
+                if mask != 0 {
+                    return i + mask.trailing_zeros() as usize;
+                }
+                i += 16;
+            }
         }
-        i += 8;
     }
     while i < b.len() && !SCAN_CLASS[b[i] as usize] {
         i += 1;
@@ -351,9 +378,12 @@ fn read_computation(
     if fast && span.line_breaks.len() < batch_lines {
         // A computation of one batch (most are): head, body and closing brace in one go.
         if let Some(all) = parse(Rule::fast_computation, span.start, span.end)? {
+            // One instruction per line, each indented by two blanks.
+            let mut line = cb.comp.line;
             for p in all {
                 if p.as_rule() == Rule::fast_instruction {
-                    b.add_instruction(p, &mut cb, &m.computations, lines)?;
+                    line += 1;
+                    b.add_instruction(p, &mut cb, &m.computations, Pos::Known(line, 3))?;
                 } else {
                     head_item(p, &mut cb)?;
                 }
@@ -396,7 +426,7 @@ fn read_computation(
         if let Some(batch) = parse(rule, from, to)? {
             for p in batch {
                 if matches!(p.as_rule(), Rule::instruction | Rule::fast_instruction) {
-                    b.add_instruction(p, &mut cb, &m.computations, lines)?;
+                    b.add_instruction(p, &mut cb, &m.computations, Pos::Count(lines))?;
                 }
             }
         }
@@ -669,11 +699,11 @@ impl<'a> Builder<'a> {
         p: P<'a>,
         cb: &mut CompBuilder<'a>,
         comps: &indexmap::IndexMap<String, Computation>,
-        lines: &mut LineCounter,
+        pos: Pos<'_>,
     ) -> Result<(), HloError> {
         let istart = p.as_span().start();
         let (instr, operands, is_root, name) =
-            self.instruction(p, &cb.comp, &cb.names, comps, lines)?;
+            self.instruction(p, &cb.comp, &cb.names, comps, pos)?;
         if cb.names.contains_key(name) {
             return Err(self.err_at(
                 istart,
@@ -783,10 +813,13 @@ impl<'a> Builder<'a> {
         comp: &Computation,
         names: &NameMap<'a>,
         comps: &indexmap::IndexMap<String, Computation>,
-        lines: &mut LineCounter,
+        pos: Pos<'_>,
     ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
         let start = pair.as_span().start();
-        let (line, col) = lines.line_col(self.src, self.base + start);
+        let (line, col) = match pos {
+            Pos::Known(l, c) => (l, c),
+            Pos::Count(lines) => lines.line_col(self.src, self.base + start),
+        };
         let mut is_root = false;
         let mut name: &'a str = "";
         let mut shape: Option<Shape> = None;
@@ -829,7 +862,28 @@ impl<'a> Builder<'a> {
                         attrs.parameter_number = Some(v);
                     }
                 }
-                Rule::op_body | Rule::fast_op => {
+                Rule::fast_op => {
+                    // One token `opcode(%a, %b, /*index=2*/%c)`: the grammar fixed its
+                    // structure, so splitting at `(` and `, ` recovers the pieces.
+                    op_at = p.as_span().start();
+                    let t = p.as_str();
+                    let open = t.find('(').ok_or_else(not_fast)?;
+                    let (op, w) = opcode_of(&t[..open]).ok_or_else(not_fast)?;
+                    opcode = op;
+                    wrapped = w;
+                    let list = &t[open + 1..t.len() - 1];
+                    if !list.is_empty() {
+                        for o in list.split(", ") {
+                            let o = match o.strip_prefix("/*index=") {
+                                Some(r) => r.split_once("*/").map(|x| x.1).unwrap_or(r),
+                                None => o,
+                            };
+                            let oname = name_of_token(o).ok_or_else(not_fast)?;
+                            operands.push(*names.get(oname).ok_or_else(not_fast)?);
+                        }
+                    }
+                }
+                Rule::op_body => {
                     let mut inner = p.into_inner();
                     if let Some(o) = inner.next() {
                         op_at = o.as_span().start();
@@ -851,9 +905,6 @@ impl<'a> Builder<'a> {
                         let oat = operand.as_span().start();
                         let mut oname = "";
                         let mut oshape = None;
-                        if operand.as_rule() == Rule::operand_tok {
-                            oname = self.name_tok(&operand)?;
-                        }
                         for q in operand.into_inner() {
                             match q.as_rule() {
                                 Rule::name => oname = strip_pct(q.as_str()),
@@ -991,6 +1042,11 @@ impl<'a> Builder<'a> {
             return Err(self.err_at(at, format!("attribute '{key}' is given twice")));
         }
         seen.push(key);
+        // Nearly every instruction of XLA's output has metadata: settle it first.
+        if key == "metadata" {
+            attrs.metadata = Some(value.to_string());
+            return Ok(());
+        }
         let ve = |e: ValueError| self.value_err(vat, e);
         use Opcode as O;
         match key {
@@ -1175,6 +1231,21 @@ impl<'a> Builder<'a> {
                 ),
             ));
         }
+        // The common case, one plain name, without the general list reader.
+        if let Some(n) = name_of_token(value) {
+            match comps.get_index_of(n) {
+                Some(id) => {
+                    attrs.called.push((role, id));
+                    return Ok(());
+                }
+                None => {
+                    return Err(self.err_at(
+                        vat,
+                        format!("computation '{n}' is not defined (computations must be defined before use)"),
+                    ))
+                }
+            }
+        }
         let names = av::name_list(value).map_err(|e| self.value_err(vat, e))?;
         for (off, n) in names {
             match comps.get_index_of(n) {
@@ -1228,23 +1299,9 @@ impl<'a> Builder<'a> {
             .map_err(|e| self.value_err(start, e))
     }
 
-    /// The name in a scanned name token, if it is one (`%` then identifier characters,
-    /// or an identifier), as the grammar's `name` rule would read it.
+    /// The name in a scanned name token (see [`name_of_token`]).
     fn name_tok(&self, p: &P<'a>) -> Result<&'a str, HloError> {
-        let t = p.as_str();
-        let ok = match t.as_bytes() {
-            [b'%', rest @ ..] => !rest.is_empty() && rest.iter().all(|&c| is_ident_byte(c)),
-            [first, rest @ ..] => {
-                (first.is_ascii_alphabetic() || *first == b'_')
-                    && rest.iter().all(|&c| is_ident_byte(c))
-            }
-            [] => false,
-        };
-        if ok {
-            Ok(strip_pct(t))
-        } else {
-            Err(not_fast())
-        }
+        name_of_token(p.as_str()).ok_or_else(not_fast)
     }
 }
 
@@ -1254,9 +1311,40 @@ fn not_fast() -> HloError {
     HloError::whole_file("", "not in the printer's form")
 }
 
-/// The grammar's `ident_char`.
+/// The name in a scanned name token, if it is one (`%` then identifier characters, or
+/// an identifier), as the grammar's `name` rule would read it.
+fn name_of_token(t: &str) -> Option<&str> {
+    let ok = match t.as_bytes() {
+        [b'%', rest @ ..] => !rest.is_empty() && rest.iter().all(|&c| is_ident_byte(c)),
+        [first, rest @ ..] => {
+            (first.is_ascii_alphabetic() || *first == b'_') && rest.iter().all(|&c| is_ident_byte(c))
+        }
+        [] => false,
+    };
+    ok.then(|| strip_pct(t))
+}
+
+/// An opcode name, or `X-start` / `X-update` / `X-done` sugar with the wrapped `X`.
+fn opcode_of(t: &str) -> Option<(Opcode, Option<Opcode>)> {
+    match Opcode::from_name(t) {
+        Some(op) => Some((op, None)),
+        None => async_sugar(t).map(|(op, w)| (op, Some(w))),
+    }
+}
+
+/// The grammar's `ident_char` (a table: this runs for every byte of every name).
 fn is_ident_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')
+    const T: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut c = 0;
+        while c < 256 {
+            let b = c as u8;
+            t[c] = b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-';
+            c += 1;
+        }
+        t
+    };
+    T[c as usize]
 }
 
 /// The grammar's `plain` characters.
@@ -1337,6 +1425,12 @@ fn infer_simple_shape(op: Opcode, operands: &[InstrId], comp: &Computation) -> O
         return Some(s);
     }
     None
+}
+
+/// Where an instruction starts: known (the fast path reads one per line) or counted.
+enum Pos<'l> {
+    Known(u32, u32),
+    Count(&'l mut LineCounter),
 }
 
 /// Incremental byte-offset → (line, col) conversion for increasing offsets.
