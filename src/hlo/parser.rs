@@ -368,6 +368,13 @@ fn read_computation(
             Rule::param_tok => {
                 b.name_tok(&p)?;
             }
+            Rule::sig_param => {
+                // `name: shape`; the name stops at the first `:`.
+                let t = p.as_str();
+                let colon = t.bytes().position(|c| c == b':').ok_or_else(not_fast)?;
+                name_of_token(&t[..colon]).ok_or_else(not_fast)?;
+                scanned_shape(t.get(colon + 2..).ok_or_else(not_fast)?)?;
+            }
             Rule::array_tok | Rule::tuple_shape => {
                 b.shape(p)?;
             }
@@ -835,11 +842,17 @@ impl<'a> Builder<'a> {
                 Rule::root_kw => is_root = true,
                 Rule::name => name = strip_pct(p.as_str()),
                 Rule::name_tok => name = self.name_tok(&p)?,
-                Rule::array_shape
-                | Rule::array_tok
-                | Rule::shape_word
-                | Rule::tuple_shape
-                | Rule::buffer_shape => shape = Some(self.shape(p)?),
+                Rule::fast_def => {
+                    // `name = shape`, both scanned up to a blank.
+                    let t = p.as_str();
+                    let sp = t.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
+                    let (n, sh) = (&t[..sp], t.get(sp + 3..).ok_or_else(not_fast)?);
+                    name = name_of_token(n).ok_or_else(not_fast)?;
+                    shape = Some(scanned_shape(sh)?);
+                }
+                Rule::array_shape | Rule::array_tok | Rule::tuple_shape | Rule::buffer_shape => {
+                    shape = Some(self.shape(p)?)
+                }
                 Rule::constant_body => {
                     opcode = Opcode::Constant;
                     op_at = p.as_span().start();
@@ -873,7 +886,9 @@ impl<'a> Builder<'a> {
                     wrapped = w;
                     let list = &t[open + 1..t.len() - 1];
                     if !list.is_empty() {
-                        for o in list.split(", ") {
+                        // Operand runs hold no `,`; the separators are `, `.
+                        for o in list.split(',') {
+                            let o = o.strip_prefix(' ').unwrap_or(o);
                             let o = match o.strip_prefix("/*index=") {
                                 Some(r) => r.split_once("*/").map(|x| x.1).unwrap_or(r),
                                 None => o,
@@ -1284,15 +1299,8 @@ impl<'a> Builder<'a> {
     fn array_shape(&self, p: P<'a>) -> Result<Shape, HloError> {
         let start = p.as_span().start();
         let text = p.as_str();
-        if matches!(p.as_rule(), Rule::array_tok | Rule::shape_word) {
-            // A scanned token: the fast reader takes exactly the common valid form; the
-            // rest must match the grammar's `array_shape` before the general reader.
-            if let Some(a) = super::shape_text::array_shape_fast(text) {
-                return Ok(Shape::Array(a));
-            }
-            if HloGrammar::parse(Rule::array_shape_only, text).is_err() {
-                return Err(not_fast());
-            }
+        if matches!(p.as_rule(), Rule::array_tok) {
+            return scanned_shape(text);
         }
         super::shape_text::array_shape(text)
             .map(Shape::Array)
@@ -1303,6 +1311,20 @@ impl<'a> Builder<'a> {
     fn name_tok(&self, p: &P<'a>) -> Result<&'a str, HloError> {
         name_of_token(p.as_str()).ok_or_else(not_fast)
     }
+}
+
+/// An array shape from a scanned token: the fast reader takes exactly the common valid
+/// form; the rest must match the grammar's `array_shape` before the general reader.
+fn scanned_shape(text: &str) -> Result<Shape, HloError> {
+    if let Some(a) = super::shape_text::array_shape_fast(text) {
+        return Ok(Shape::Array(a));
+    }
+    if HloGrammar::parse(Rule::array_shape_only, text).is_err() {
+        return Err(not_fast());
+    }
+    super::shape_text::array_shape(text)
+        .map(Shape::Array)
+        .map_err(|_| not_fast())
 }
 
 /// A fast-path token that the general rules must read instead (the error is never shown,
@@ -1317,7 +1339,8 @@ fn name_of_token(t: &str) -> Option<&str> {
     let ok = match t.as_bytes() {
         [b'%', rest @ ..] => !rest.is_empty() && rest.iter().all(|&c| is_ident_byte(c)),
         [first, rest @ ..] => {
-            (first.is_ascii_alphabetic() || *first == b'_') && rest.iter().all(|&c| is_ident_byte(c))
+            (first.is_ascii_alphabetic() || *first == b'_')
+                && rest.iter().all(|&c| is_ident_byte(c))
         }
         [] => false,
     };
@@ -1362,19 +1385,22 @@ fn fast_value_ok(v: &str) -> bool {
         Some(b'{') => {
             let mut depth = 0usize;
             let mut i = 0;
-            while i < b.len() {
+            while let Some(k) = memchr::memchr3(b'"', b'{', b'}', &b[i..]) {
+                i += k;
                 match b[i] {
                     b'"' => i = string_end(b, i),
                     b'{' => depth += 1,
-                    b'}' => {
+                    _ => {
                         depth -= 1;
                         if depth == 0 {
                             return i + 1 == b.len();
                         }
                     }
-                    _ => {}
                 }
                 i += 1;
+                if i >= b.len() {
+                    break;
+                }
             }
             false
         }

@@ -168,10 +168,13 @@ opcodes! {
 impl Opcode {
     /// Look an opcode up by its exact text name.
     pub fn from_name(s: &str) -> Option<Opcode> {
-        ALL_OPCODES
-            .binary_search_by(|o| o.name().cmp(s))
-            .ok()
-            .map(|i| ALL_OPCODES[i])
+        // A hash table built once: the parser looks up every instruction's opcode.
+        type Table = std::collections::HashMap<&'static str, Opcode, foldhash::fast::FixedState>;
+        static TABLE: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+        TABLE
+            .get_or_init(|| ALL_OPCODES.iter().map(|&o| (o.name(), o)).collect())
+            .get(s)
+            .copied()
     }
 
     /// Elementwise per XLA's `IsOpElementwise` (bitcast-convert counted as elementwise;
