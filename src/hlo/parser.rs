@@ -876,8 +876,10 @@ impl<'a> Builder<'a> {
                     }
                 }
                 Rule::fast_op => {
-                    // One token `opcode(%a, %b, /*index=2*/%c)`: the grammar fixed its
-                    // structure, so splitting at `(` and `, ` recovers the pieces.
+                    // One token `opcode(%a, %b, /*index=2*/%c)`: split at the first `(`
+                    // and at `,`; each piece must be a name (after one optional blank and
+                    // the printer's `/*index=N*/`), so a list in any other form goes to
+                    // the general rules.
                     op_at = p.as_span().start();
                     let t = p.as_str();
                     let open = t.find('(').ok_or_else(not_fast)?;
@@ -890,7 +892,13 @@ impl<'a> Builder<'a> {
                         for o in list.split(',') {
                             let o = o.strip_prefix(' ').unwrap_or(o);
                             let o = match o.strip_prefix("/*index=") {
-                                Some(r) => r.split_once("*/").map(|x| x.1).unwrap_or(r),
+                                Some(r) => {
+                                    let (n, rest) = r.split_once("*/").ok_or_else(not_fast)?;
+                                    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
+                                        return Err(not_fast());
+                                    }
+                                    rest
+                                }
                                 None => o,
                             };
                             let oname = name_of_token(o).ok_or_else(not_fast)?;
@@ -946,12 +954,16 @@ impl<'a> Builder<'a> {
                         operands.push(id);
                     }
                 }
-                Rule::attribute | Rule::fast_attribute => attr_pairs.push(p),
+                Rule::attribute | Rule::fast_attrs => attr_pairs.push(p),
                 _ => {}
             }
         }
         for p in attr_pairs {
-            self.attribute(p, opcode, &mut attrs, &mut seen, comps)?;
+            if p.as_rule() == Rule::fast_attrs {
+                self.fast_attrs(p, opcode, &mut attrs, &mut seen, comps)?;
+            } else {
+                self.attribute(p, opcode, &mut attrs, &mut seen, comps)?;
+            }
         }
         if wrapped.is_none() {
             if let Some(n) = opcode.arity() {
@@ -1027,6 +1039,51 @@ impl<'a> Builder<'a> {
         })
     }
 
+    /// All attributes of a fast-path instruction: one `fast_attrs` token, split here
+    /// where the grammar's `fast_attr` pieces end.
+    fn fast_attrs(
+        &self,
+        p: P<'a>,
+        opcode: Opcode,
+        attrs: &mut Attrs,
+        seen: &mut SmallVec<[&'a str; 8]>,
+        comps: &indexmap::IndexMap<String, Computation>,
+    ) -> Result<(), HloError> {
+        let base = p.as_span().start();
+        let t = p.as_str();
+        let b = t.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            // `, name=`: the name stops at the first `=`.
+            i += 2;
+            let start = i;
+            let eq = i + memchr::memchr(b'=', &b[i..]).ok_or_else(not_fast)?;
+            let key = &t[start..eq];
+            i = eq + 1;
+            i = fast_value_end(b, i).ok_or_else(not_fast)?;
+            let value = &t[eq + 1..i];
+            // The general rules read these two keys with their own rules.
+            if !key.bytes().all(is_ident_byte)
+                || key == "literal"
+                || key == "entry_computation_layout"
+                || !fast_value_ok(value)
+            {
+                return Err(not_fast());
+            }
+            self.apply_attribute(
+                key,
+                value,
+                base + start,
+                base + eq + 1,
+                opcode,
+                attrs,
+                seen,
+                comps,
+            )?;
+        }
+        Ok(())
+    }
+
     fn attribute(
         &self,
         p: P<'a>,
@@ -1036,23 +1093,23 @@ impl<'a> Builder<'a> {
         comps: &indexmap::IndexMap<String, Computation>,
     ) -> Result<(), HloError> {
         let at = p.as_span().start();
-        let (key, value, vat) = if p.as_rule() == Rule::fast_attribute {
-            // One scanned `name=value` token: the name stops at the first `=`.
-            let t = p.as_str();
-            let eq = t.find('=').ok_or_else(not_fast)?;
-            let (key, value) = (&t[..eq], &t[eq + 1..]);
-            // The general rules read these two keys with their own rules.
-            if !key.bytes().all(is_ident_byte)
-                || key == "literal"
-                || key == "entry_computation_layout"
-                || !fast_value_ok(value)
-            {
-                return Err(not_fast());
-            }
-            (key, value, at + eq + 1)
-        } else {
-            self.general_attribute(p)?
-        };
+        let (key, value, vat) = self.general_attribute(p)?;
+        self.apply_attribute(key, value, at, vat, opcode, attrs, seen, comps)
+    }
+
+    /// Type one attribute (`at`: where it starts, `vat`: where its value starts).
+    #[allow(clippy::too_many_arguments)]
+    fn apply_attribute(
+        &self,
+        key: &'a str,
+        value: &'a str,
+        at: usize,
+        vat: usize,
+        opcode: Opcode,
+        attrs: &mut Attrs,
+        seen: &mut SmallVec<[&'a str; 8]>,
+        comps: &indexmap::IndexMap<String, Computation>,
+    ) -> Result<(), HloError> {
         if seen.contains(&key) {
             return Err(self.err_at(at, format!("attribute '{key}' is given twice")));
         }
@@ -1370,6 +1427,42 @@ fn is_ident_byte(c: u8) -> bool {
     T[c as usize]
 }
 
+/// Where the value of a `fast_attrs` piece that starts at `i` ends, as the grammar's
+/// alternatives read it: braces balanced without regard to strings (`brace_scan`), a
+/// string, or a run up to `,` or a newline. `None` when none of them matches.
+fn fast_value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i) {
+        Some(b'{') => {
+            let mut depth = 0usize;
+            let mut j = i;
+            while let Some(k) = memchr::memchr2(b'{', b'}', &b[j..]) {
+                j += k;
+                if b[j] == b'{' {
+                    depth += 1;
+                } else {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(j + 1);
+                    }
+                }
+                j += 1;
+            }
+            // Unbalanced: the grammar falls back to the run below.
+            Some(run_end(b, i))
+        }
+        Some(b'"') => {
+            let e = string_end(b, i);
+            Some(if e < b.len() { e + 1 } else { run_end(b, i) })
+        }
+        _ => Some(run_end(b, i)),
+    }
+}
+
+/// End of a run of bytes up to `,` or a newline.
+fn run_end(b: &[u8], i: usize) -> usize {
+    memchr::memchr2(b',', b'\n', &b[i..]).map_or(b.len(), |k| i + k)
+}
+
 /// The grammar's `plain` characters.
 fn is_plain_byte(c: u8) -> bool {
     matches!(c, b'^'..=b'z' | b'-'..=b'Z' | b'#'..=b'\'' | b'*'..=b'+' | b'!' | b'\\' | b'|' | b'~')
@@ -1404,7 +1497,7 @@ fn fast_value_ok(v: &str) -> bool {
             }
             false
         }
-        Some(b'"') => true,
+        Some(b'"') => string_end(b, 0) + 1 == b.len(),
         Some(_) => b.iter().all(|&c| is_plain_byte(c)),
         None => false,
     }
