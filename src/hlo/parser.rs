@@ -1585,10 +1585,3 @@ impl LineCounter {
         ((self.line + 1) as u32, (to - self.line_start + 1) as u32)
     }
 }
-
-#[doc(hidden)]
-pub fn pest_only(src: &str) -> usize {
-    HloGrammar::parse(Rule::module, src)
-        .map(|p| p.flatten().count())
-        .unwrap_or(0)
-}
