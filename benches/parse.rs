@@ -32,3 +32,7 @@ fn bench_parse(c: &mut Criterion) {
 
 criterion_group!(benches, bench_parse);
 criterion_main!(benches);
+
+/// The allocator of the `tpusim` binary, so that benches measure what it does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
