@@ -67,20 +67,6 @@ fn corpus_modules_agree() {
     assert!(fast > 5 * general, "fast {fast}, general {general}");
 }
 
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// Bytes that matter to the fast path's token scans.
 const INTERESTING: &[u8] = b"{}()[],=:%\"/*\n -0123456789xT_<>?\\.";
 
@@ -121,7 +107,7 @@ fn mutated_modules_agree() {
     for (k, t) in inputs.iter().enumerate() {
         agree(&format!("input{k}"), t).unwrap();
     }
-    let mut rng = SplitMix(0xFA57);
+    let mut rng = common::SplitMix(0xFA57);
     let mut ok = 0;
     for round in 0..3000 {
         let src = &inputs[round % inputs.len()];

@@ -5,20 +5,6 @@ mod common;
 
 use tpusim::hlo::{parse_module, print_module};
 
-struct SplitMix(u64);
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 const INTERESTING: &[u8] = b"{}()[],=:%\"/*\n -0123456789xT_<>?";
 
 #[test]
@@ -39,7 +25,7 @@ fn truncated_and_mutated_modules_never_panic() {
         }
     }
     assert!(!inputs.is_empty());
-    let mut rng = SplitMix(0x5EED);
+    let mut rng = common::SplitMix(0x5EED);
     let (mut ok, mut err) = (0, 0);
     for round in 0..4000 {
         let src = &inputs[round % inputs.len()];

@@ -959,10 +959,15 @@ impl<'a> Builder<'a> {
             }
         }
         for p in attr_pairs {
-            if p.as_rule() == Rule::fast_attrs {
-                self.fast_attrs(p, opcode, &mut attrs, &mut seen, comps)?;
+            let pieces = if p.as_rule() == Rule::fast_attrs {
+                self.fast_attr_pieces(&p)?
             } else {
-                self.attribute(p, opcode, &mut attrs, &mut seen, comps)?;
+                let at = p.as_span().start();
+                let (key, value, vat) = self.general_attribute(p)?;
+                smallvec::smallvec![(key, value, at, vat)]
+            };
+            for (key, value, at, vat) in pieces {
+                self.apply_attribute(key, value, at, vat, opcode, &mut attrs, &mut seen, comps)?;
             }
         }
         if wrapped.is_none() {
@@ -1039,19 +1044,17 @@ impl<'a> Builder<'a> {
         })
     }
 
-    /// All attributes of a fast-path instruction: one `fast_attrs` token, split here
-    /// where the grammar's `fast_attr` pieces end.
-    fn fast_attrs(
+    /// The attributes of a fast-path instruction, `(name, value, at, value at)`: one
+    /// `fast_attrs` token, split here where the grammar's pieces end.
+    #[allow(clippy::type_complexity)]
+    fn fast_attr_pieces(
         &self,
-        p: P<'a>,
-        opcode: Opcode,
-        attrs: &mut Attrs,
-        seen: &mut SmallVec<[&'a str; 8]>,
-        comps: &indexmap::IndexMap<String, Computation>,
-    ) -> Result<(), HloError> {
+        p: &P<'a>,
+    ) -> Result<SmallVec<[(&'a str, &'a str, usize, usize); 4]>, HloError> {
         let base = p.as_span().start();
         let t = p.as_str();
         let b = t.as_bytes();
+        let mut out = SmallVec::new();
         let mut i = 0;
         while i < b.len() {
             // `, name=`: the name stops at the first `=`.
@@ -1059,8 +1062,7 @@ impl<'a> Builder<'a> {
             let start = i;
             let eq = i + memchr::memchr(b'=', &b[i..]).ok_or_else(not_fast)?;
             let key = &t[start..eq];
-            i = eq + 1;
-            i = fast_value_end(b, i).ok_or_else(not_fast)?;
+            i = fast_value_end(b, eq + 1).ok_or_else(not_fast)?;
             let value = &t[eq + 1..i];
             // The general rules read these two keys with their own rules.
             if !key.bytes().all(is_ident_byte)
@@ -1070,31 +1072,9 @@ impl<'a> Builder<'a> {
             {
                 return Err(not_fast());
             }
-            self.apply_attribute(
-                key,
-                value,
-                base + start,
-                base + eq + 1,
-                opcode,
-                attrs,
-                seen,
-                comps,
-            )?;
+            out.push((key, value, base + start, base + eq + 1));
         }
-        Ok(())
-    }
-
-    fn attribute(
-        &self,
-        p: P<'a>,
-        opcode: Opcode,
-        attrs: &mut Attrs,
-        seen: &mut SmallVec<[&'a str; 8]>,
-        comps: &indexmap::IndexMap<String, Computation>,
-    ) -> Result<(), HloError> {
-        let at = p.as_span().start();
-        let (key, value, vat) = self.general_attribute(p)?;
-        self.apply_attribute(key, value, at, vat, opcode, attrs, seen, comps)
+        Ok(out)
     }
 
     /// Type one attribute (`at`: where it starts, `vat`: where its value starts).
