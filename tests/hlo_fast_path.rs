@@ -130,3 +130,23 @@ fn mutated_modules_agree() {
     // Some mutations keep the module valid (inside strings, digits); most do not.
     assert!(ok > 100 && ok < 2500, "{ok} of 3000 mutants parse");
 }
+
+#[test]
+fn newlines_inside_tokens_keep_positions() {
+    // The fast path numbers lines by its structure; a newline inside a token must not
+    // shift the positions of later instructions.
+    for body in [
+        "  %p0 = f32[2]{0} parameter\n(0)\n  ROOT %n = f32[2]{0} negate(%p0)",
+        "  %p0 = f32[2]{0} parameter(0), metadata={op_name=\"a\nb\"}\n  ROOT %n = f32[2]{0} negate(%p0)",
+        "  %p0 = f32[2]{0} parameter(0), backend_config={\"a\":\n{}}\n  ROOT %n = f32[2]{0} negate(%p0)",
+        "  %p0 = f32[2]{0} parameter(0)\n  ROOT %n = f32[2]{0} negate(%p0)",
+    ] {
+        let text = format!("ENTRY %e (p0: f32[2]) -> f32[2] {{\n{body}\n}}\n");
+        agree("newlines", &text).unwrap();
+        let m = parse_module("newlines", &text).unwrap();
+        let c = &m.computations[m.entry];
+        let root = &c.graph[c.root];
+        let expected = 2 + body.matches('\n').count() as u32;
+        assert_eq!((root.line, root.col), (expected, 3), "{body:?}");
+    }
+}

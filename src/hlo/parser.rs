@@ -385,12 +385,25 @@ fn read_computation(
     if fast && span.line_breaks.len() < batch_lines {
         // A computation of one batch (most are): head, body and closing brace in one go.
         if let Some(all) = parse(Rule::fast_computation, span.start, span.end)? {
-            // One instruction per line, each indented by two blanks.
+            // One instruction per line, each after `\n  `, then `\n}`: positions follow
+            // from the line structure when that accounts for every newline (one may
+            // hide in a string, a brace value or `parameter\n(0)`).
+            let text = &src.as_bytes()[span.start..span.end];
+            let instrs = all
+                .clone()
+                .filter(|p| p.as_rule() == Rule::fast_instruction)
+                .count();
+            let by_lines = memchr::memchr_iter(b'\n', text).count() == instrs + 1;
             let mut line = cb.comp.line;
             for p in all {
                 if p.as_rule() == Rule::fast_instruction {
                     line += 1;
-                    b.add_instruction(p, &mut cb, &m.computations, Pos::Known(line, 3))?;
+                    let pos = if by_lines {
+                        Pos::Known(line, 3)
+                    } else {
+                        Pos::Count(lines)
+                    };
+                    b.add_instruction(p, &mut cb, &m.computations, pos)?;
                 } else {
                     head_item(p, &mut cb)?;
                 }
