@@ -45,7 +45,7 @@ impl std::ops::Deref for ShapeRef<'_> {
 }
 
 /// One instruction of a flattened computation.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FNode<'a> {
     /// The input instruction (None for instructions the passes create).
     pub src: Option<&'a Instruction>,
@@ -63,6 +63,39 @@ pub(crate) struct FNode<'a> {
     pub layouts: SmallVec<[Dims; 1]>,
     /// Tuple index of a synthetic get-tuple-element.
     pub tuple_index: i64,
+}
+
+impl Clone for FNode<'_> {
+    fn clone(&self) -> Self {
+        FNode {
+            src: self.src,
+            origin: self.origin,
+            opcode: self.opcode,
+            shape: self.shape.clone(),
+            operands: self.operands.clone(),
+            users: self.users.clone(),
+            name: self.name.clone(),
+            layouts: self.layouts.clone(),
+            tuple_index: self.tuple_index,
+        }
+    }
+
+    /// Reuses the buffers of `self` (the passes reset a pooled copy of the prepared
+    /// module for every compilation).
+    fn clone_from(&mut self, o: &Self) {
+        self.src = o.src;
+        self.origin = o.origin;
+        self.opcode = o.opcode;
+        match (&mut self.shape, &o.shape) {
+            (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => *a = b,
+            (a, b) => *a = b.clone(),
+        }
+        self.operands.clone_from(&o.operands);
+        self.users.clone_from(&o.users);
+        self.name.clone_from(&o.name);
+        self.layouts.clone_from(&o.layouts);
+        self.tuple_index = o.tuple_index;
+    }
 }
 
 impl<'a> FNode<'a> {
@@ -110,7 +143,7 @@ impl<'a> FNode<'a> {
 }
 
 /// A flattened computation.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FComp<'a> {
     /// The input computation it comes from (same name in the output).
     pub comp: CompId,
@@ -120,6 +153,26 @@ pub(crate) struct FComp<'a> {
     pub root: u32,
     /// Parameter nodes by number.
     pub params: Vec<u32>,
+}
+
+impl Clone for FComp<'_> {
+    fn clone(&self) -> Self {
+        FComp {
+            comp: self.comp,
+            nodes: self.nodes.clone(),
+            order: self.order.clone(),
+            root: self.root,
+            params: self.params.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, o: &Self) {
+        self.comp = o.comp;
+        self.nodes.clone_from(&o.nodes);
+        self.order.clone_from(&o.order);
+        self.root = o.root;
+        self.params.clone_from(&o.params);
+    }
 }
 
 impl<'a> FComp<'a> {
@@ -142,7 +195,6 @@ impl<'a> FComp<'a> {
 }
 
 /// The flattened module.
-#[derive(Clone)]
 pub(crate) struct Flat<'a> {
     pub module: &'a Module,
     pub table: std::sync::Arc<NodeTable>,
@@ -156,6 +208,31 @@ pub(crate) struct Flat<'a> {
     pub flat_of: Vec<Option<usize>>,
     /// Every instruction name used in the output so far.
     pub names: Namer<'a>,
+}
+
+impl Clone for Flat<'_> {
+    fn clone(&self) -> Self {
+        Flat {
+            module: self.module,
+            table: self.table.clone(),
+            kinds: self.kinds.clone(),
+            fused: self.fused.clone(),
+            comps: self.comps.clone(),
+            flat_of: self.flat_of.clone(),
+            names: self.names.clone(),
+        }
+    }
+
+    /// Reuses every buffer of `self` (nodes, operand and user lists).
+    fn clone_from(&mut self, o: &Self) {
+        self.module = o.module;
+        self.table.clone_from(&o.table);
+        self.kinds.clone_from(&o.kinds);
+        self.fused.clone_from(&o.fused);
+        self.comps.clone_from(&o.comps);
+        self.flat_of.clone_from(&o.flat_of);
+        self.names.clone_from(&o.names);
+    }
 }
 
 /// A fast non-cryptographic hasher (the rustc "Fx" hash) for the passes' hot maps.

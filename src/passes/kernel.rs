@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use crate::ir::{ArrayShape, CompId, FusionKind, InstrId, Opcode, PrimitiveType};
 
 /// A tensor as stored: logical dims plus physical layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhysicalShape {
     /// Element type (serialized by name: `f32`, `bf16`, ...).
     #[serde(with = "type_name")]
@@ -26,6 +26,26 @@ pub struct PhysicalShape {
     pub physical_dims: SmallVec<[i64; 6]>,
     /// Bytes including tile padding (XLA `ArraySize`).
     pub bytes: u64,
+}
+
+impl Clone for PhysicalShape {
+    /// Copies the dim lists with `from_slice` (a `SmallVec`'s own `clone` goes element by
+    /// element; kernels clone many shapes).
+    fn clone(&self) -> Self {
+        PhysicalShape {
+            element_type: self.element_type,
+            element_bits: self.element_bits,
+            dims: SmallVec::from_slice(&self.dims),
+            minor_to_major: SmallVec::from_slice(&self.minor_to_major),
+            tiles: self
+                .tiles
+                .iter()
+                .map(|t| SmallVec::from_slice(t))
+                .collect(),
+            physical_dims: SmallVec::from_slice(&self.physical_dims),
+            bytes: self.bytes,
+        }
+    }
 }
 
 impl PhysicalShape {
