@@ -459,6 +459,18 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn decide(&self, g: u32, p: u32) -> Verdict {
         let fc = self.fc;
         let pn = self.node(p);
+        let flags = self.flags[p as usize];
+        if self.cfg.force_fuse.is_empty()
+            && (self.cfg.policy == FusionPolicy::None
+                || p == fc.root
+                || flags & PRODUCER_OK == 0
+                || self.own_group[p as usize] != NONE
+                || is_mxu(pn.opcode))
+        {
+            // Without forced edges every rule below answers No to these; answer before
+            // looking for the readers.
+            return Verdict::No;
+        }
         let gr = &self.groups[g as usize];
         // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
@@ -502,7 +514,6 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             }
         };
         // Hard rules.
-        let flags = self.flags[p as usize];
         if p == fc.root || flags & PRODUCER_OK == 0 {
             return hard("the producer cannot be fused");
         }
@@ -523,17 +534,22 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return hard("it is the in-place buffer of its consumer");
             }
         }
-        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
-            return hard("the fusion would exceed 96 operands and outputs");
+        const TOO_MANY: &str = "the fusion would exceed 96 operands and outputs";
+        if forced {
+            if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+                return hard(TOO_MANY);
+            }
+            let reused = readers
+                .iter()
+                .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
+            return Verdict::Fuse { reused };
         }
+        // Heuristics (not forced: every failed rule answers No, so the order is free;
+        // the operand count, the dearest test, comes last).
         let reused = readers
             .iter()
             .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
         let dup = self.ext[p as usize] > self.is_input(p) as u32;
-        if forced {
-            return Verdict::Fuse { reused };
-        }
-        // Heuristics.
         let expensive = flags & EXPENSIVE != 0;
         let aggressive = policy == FusionPolicy::Aggressive;
         if is_mxu(pn.opcode) {
@@ -573,6 +589,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
                 return Verdict::No;
             }
+        }
+        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+            return Verdict::No;
         }
         Verdict::Fuse { reused }
     }
