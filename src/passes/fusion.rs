@@ -271,6 +271,33 @@ struct Fuser<'f, 'a, 'c> {
     users_fusible: Vec<bool>,
     /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
     flags: Vec<u8>,
+    heap: BinaryHeap<(u32, u32)>,
+}
+
+/// Work buffers of the fusion pass, kept between compilations (see `PreparedModule`).
+#[derive(Default)]
+pub(crate) struct FusionScratch {
+    pos: Vec<u32>,
+    own_group: Vec<u32>,
+    tried: Vec<u32>,
+    reused: Vec<bool>,
+    ext: Vec<u32>,
+    clones: Vec<u32>,
+    member: Vec<u32>,
+    input: Vec<u32>,
+    users_fusible: Vec<bool>,
+    flags: Vec<u8>,
+    groups: Vec<Group>,
+    pool: Vec<Group>,
+    heap: BinaryHeap<(u32, u32)>,
+}
+
+/// `std::mem::take(v)` refilled with n copies of x (keeps the allocation).
+fn filled<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Vec<T> {
+    let mut v = std::mem::take(v);
+    v.clear();
+    v.resize(n, x);
+    v
 }
 
 const PRODUCER_OK: u8 = 1;
@@ -278,14 +305,12 @@ const EXPENSIVE: u8 = 2;
 const ALWAYS_DUP: u8 = 4;
 const CHEAP_DUP: u8 = 8;
 
-fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
-    let mut v: SmallVec<[u32; 4]> = SmallVec::new();
-    for &o in ops {
-        if !v.contains(&o) {
-            v.push(o);
-        }
-    }
-    v
+/// The operands without repeats, in order.
+fn distinct(ops: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    ops.iter()
+        .enumerate()
+        .filter(move |&(i, o)| !ops[..i].contains(o))
+        .map(|(_, &o)| o)
 }
 
 impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
@@ -353,7 +378,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// Inputs of the current fusion `g` after absorbing producer `p`.
     fn inputs_after(&self, g: u32, p: u32) -> usize {
         let mut n = self.groups[g as usize].inputs.len() - self.is_input(p) as usize;
-        for o in distinct(&self.node(p).operands) {
+        for o in distinct(&self.fc.nodes[p as usize].operands) {
             if !self.is_member(o) && !self.is_input(o) {
                 n += 1;
             }
@@ -376,8 +401,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let op = self.node(p).opcode;
         self.groups[gi].mxu += is_mxu(op) as u32;
         self.groups[gi].reductions += is_reduction_hero(op) as u32;
-        let ops = distinct(&self.node(p).operands);
-        for &o in &ops {
+        let fc = self.fc;
+        let ops = &fc.nodes[p as usize].operands;
+        for o in distinct(ops) {
             if !self.is_member(o) && !self.is_input(o) {
                 self.groups[gi].inputs.push(o);
                 self.input[o as usize] = self.stamp;
@@ -387,7 +413,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if self.ext[p as usize] == 0 {
             // Nobody reads the standalone producer any more.
             self.standalone[p as usize] = false;
-            for &o in &ops {
+            for o in distinct(ops) {
                 self.ext[o as usize] -= 1;
             }
         }
@@ -396,8 +422,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// Phase 1: grow an output fusion from each dot/convolution through its single-use
     /// elementwise consumers.
     fn output_fusions(&mut self) {
-        let order = self.fc.order.clone();
-        for &h in &order {
+        let fc = self.fc;
+        for &h in &fc.order {
             if !is_mxu(self.node(h).opcode)
                 || !self.standalone[h as usize]
                 || self.own_group[h as usize] != NONE
@@ -435,7 +461,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 }
                 // Merge the consumer's kernel into the fusion: it becomes the root.
                 let gi = g as usize;
-                for o in distinct(&self.node(u).operands) {
+                let fc = self.fc;
+                for o in distinct(&fc.nodes[u as usize].operands) {
                     if o == cur || self.is_member(o) || self.is_input(o) {
                         self.ext[o as usize] -= 1;
                     } else {
@@ -598,10 +625,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
 
     /// Phase 2: grow fusions from consumers, root first.
     fn producer_consumer(&mut self) {
-        let order = self.fc.order.clone();
-        let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::new();
+        let fc = self.fc;
+        let mut heap = std::mem::take(&mut self.heap);
         let mut stamp = 0u32;
-        for &x in order.iter().rev() {
+        for &x in fc.order.iter().rev() {
             if !self.standalone[x as usize] || !consumer_ok(self.fc, x) {
                 continue;
             }
@@ -675,57 +702,80 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 self.own_group[x as usize] = NONE;
             }
         }
+        self.heap = heap;
     }
 }
 
-/// Plan the fusions of one laid-out computation.
-pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
+/// Plan the fusions of one laid-out computation into `out` (its buffers are reused).
+pub(crate) fn plan(
+    fc: &FComp<'_>,
+    cfg: &ResolvedConfig,
+    s: &mut FusionScratch,
+    out: &mut FusionPlan,
+) {
     let n = fc.nodes.len();
-    let mut pos = vec![0u32; n];
-    let mut standalone = vec![false; n];
+    let mut pos = filled(&mut s.pos, n, 0u32);
+    let mut standalone = filled(&mut out.standalone, n, false);
     for (k, &x) in fc.order.iter().enumerate() {
         pos[x as usize] = k as u32;
         standalone[x as usize] = true;
     }
+    // Recycle the member lists of the previous plan.
+    let mut pool = std::mem::take(&mut s.pool);
+    pool.extend(s.groups.drain(..));
+    for gp in out.groups.drain(..) {
+        pool.push(Group {
+            root: 0,
+            members: gp.members,
+            inputs: Vec::new(),
+            mxu: 0,
+            reductions: 0,
+        });
+    }
+    let mut users_fusible = std::mem::take(&mut s.users_fusible);
+    users_fusible.clear();
+    users_fusible.extend(
+        fc.nodes
+            .iter()
+            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u))),
+    );
+    let mut flags = std::mem::take(&mut s.flags);
+    flags.clear();
+    flags.extend((0..n as u32).map(|x| {
+        let mut fl = 0;
+        if producer_ok(fc, x) {
+            fl |= PRODUCER_OK;
+        }
+        if is_expensive(&fc.nodes[x as usize]) {
+            fl |= EXPENSIVE;
+        }
+        if always_duplicable(fc, x) {
+            fl |= ALWAYS_DUP;
+        }
+        if cheap_to_duplicate(fc, x) {
+            fl |= CHEAP_DUP;
+        }
+        fl
+    }));
     let mut f = Fuser {
         fc,
         cfg,
         pos,
         standalone,
-        own_group: vec![NONE; n],
-        groups: Vec::new(),
-        tried: vec![0; n],
+        own_group: filled(&mut s.own_group, n, NONE),
+        groups: std::mem::take(&mut s.groups),
+        tried: filled(&mut s.tried, n, 0),
         notes: Vec::new(),
-        pool: Vec::new(),
-        reused: vec![false; n],
-        ext: vec![0; n],
-        clones: vec![0; n],
-        member: vec![0; n],
-        input: vec![0; n],
+        pool,
+        reused: filled(&mut s.reused, n, false),
+        ext: filled(&mut s.ext, n, 0),
+        clones: filled(&mut s.clones, n, 0),
+        member: filled(&mut s.member, n, 0),
+        input: filled(&mut s.input, n, 0),
         stamp: 0,
-        users_fusible: fc
-            .nodes
-            .iter()
-            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u)))
-            .collect(),
-        flags: (0..n as u32)
-            .map(|x| {
-                let mut fl = 0;
-                if producer_ok(fc, x) {
-                    fl |= PRODUCER_OK;
-                }
-                if is_expensive(&fc.nodes[x as usize]) {
-                    fl |= EXPENSIVE;
-                }
-                if always_duplicable(fc, x) {
-                    fl |= ALWAYS_DUP;
-                }
-                if cheap_to_duplicate(fc, x) {
-                    fl |= CHEAP_DUP;
-                }
-                fl
-            })
-            .collect(),
+        users_fusible,
+        flags,
+        heap: std::mem::take(&mut s.heap),
     };
     for &x in &fc.order {
         for o in distinct(&fc.nodes[x as usize].operands) {
@@ -740,14 +790,10 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         f.producer_consumer();
     }
     // Keep the fusions whose root survived and that are worth a fusion instruction.
-    let mut out = FusionPlan {
-        groups: Vec::new(),
-        group_at: vec![NONE; n],
-        standalone: Vec::new(),
-        notes: std::mem::take(&mut f.notes),
-    };
+    out.notes = std::mem::take(&mut f.notes);
+    refill(&mut out.group_at, n, NONE);
     for g in 0..f.groups.len() {
-        let gr = &f.groups[g];
+        let gr = &mut f.groups[g];
         if !f.standalone[gr.root as usize] || f.own_group[gr.root as usize] != g as u32 {
             continue;
         }
@@ -755,19 +801,37 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         if gr.members.len() < 2 && !wrap_alone {
             continue;
         }
-        let mut members = gr.members.clone();
+        let mut members = std::mem::take(&mut gr.members);
         members.sort_unstable_by_key(|&m| f.pos[m as usize]);
-        let (kind, hero) = classify(fc, &members, gr.root);
-        out.group_at[gr.root as usize] = out.groups.len() as u32;
+        let root = gr.root;
+        let (kind, hero) = classify(fc, &members, root);
+        out.group_at[root as usize] = out.groups.len() as u32;
         out.groups.push(GroupPlan {
-            root: gr.root,
+            root,
             members,
             kind,
             hero,
         });
     }
     out.standalone = f.standalone;
-    out
+    s.pos = f.pos;
+    s.own_group = f.own_group;
+    s.groups = f.groups;
+    s.tried = f.tried;
+    s.pool = f.pool;
+    s.reused = f.reused;
+    s.ext = f.ext;
+    s.clones = f.clones;
+    s.member = f.member;
+    s.input = f.input;
+    s.users_fusible = f.users_fusible;
+    s.flags = f.flags;
+    s.heap = f.heap;
+}
+
+fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    v.clear();
+    v.resize(n, x);
 }
 
 /// Fusion kind and hero of a member list (program order).

@@ -135,6 +135,8 @@ pub struct PreparedModule<'m> {
 struct Scratch<'m> {
     flat: flat::Flat<'m>,
     emit: emit::EmitScratch,
+    fusion: fusion::FusionScratch,
+    plans: Vec<fusion::FusionPlan>,
 }
 
 impl<'m> PreparedModule<'m> {
@@ -209,6 +211,8 @@ impl<'m> PreparedModule<'m> {
             None => Scratch {
                 flat: self.flat.clone(),
                 emit: Default::default(),
+                fusion: Default::default(),
+                plans: Vec::new(),
             },
         }
     }
@@ -228,15 +232,19 @@ impl<'m> PreparedModule<'m> {
     ) -> Result<RunOutput, CompileError> {
         let module = self.module;
         let resolved = resolved;
-        let Scratch { flat, emit: es } = scratch;
+        let Scratch {
+            flat,
+            emit: es,
+            fusion: fs,
+            plans,
+        } = scratch;
         let lstats = layout::assign(flat, resolved);
-        let plans: Vec<fusion::FusionPlan> = flat
-            .comps
-            .iter()
-            .map(|fc| fusion::plan(fc, resolved))
-            .collect();
+        plans.resize_with(flat.comps.len(), Default::default);
+        for (fc, plan) in flat.comps.iter().zip(plans.iter_mut()) {
+            fusion::plan(fc, resolved, fs, plan);
+        }
         let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-        let emitted = emit::emit(flat, &plans, dry, es)?;
+        let emitted = emit::emit(flat, plans, dry, es)?;
         let mut kernels = emitted.kernels;
         apply_tiles(&mut kernels, config)?;
         let stats = CompileStats {
