@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::config::NodeTable;
 use super::error::CompileError;
-use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, Shape};
+use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, PrimitiveType, Shape};
 
 /// "No node".
 pub(crate) const NONE: u32 = u32::MAX;
@@ -63,6 +63,42 @@ pub(crate) struct FNode<'a> {
     pub layouts: SmallVec<[Dims; 1]>,
     /// Tuple index of a synthetic get-tuple-element.
     pub tuple_index: i64,
+    /// Facts about `shape` kept beside the node: the passes test them often, and the
+    /// shape itself lives in the input instruction, far away in memory.
+    pub info: ShapeInfo,
+}
+
+/// Summary of a shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShapeInfo {
+    /// `Shape::element_type` (Tuple / Buffer for those).
+    pub ety: PrimitiveType,
+    /// `Shape::element_count` (0 for tuples and buffers).
+    pub elems: u64,
+    /// Rank of an array (0 otherwise).
+    pub rank: u32,
+    /// Number of array leaves.
+    pub leaves: u32,
+    pub array: bool,
+}
+
+impl ShapeInfo {
+    pub fn of(s: &Shape) -> Self {
+        fn leaves(s: &Shape) -> u32 {
+            match s {
+                Shape::Array(_) => 1,
+                Shape::Tuple(v) => v.iter().map(leaves).sum(),
+                Shape::Buffer(b) => leaves(b),
+            }
+        }
+        ShapeInfo {
+            ety: s.element_type(),
+            elems: s.element_count(),
+            rank: s.as_array().map(|a| a.rank() as u32).unwrap_or(0),
+            leaves: leaves(s),
+            array: s.as_array().is_some(),
+        }
+    }
 }
 
 impl Clone for FNode<'_> {
@@ -77,6 +113,7 @@ impl Clone for FNode<'_> {
             name: self.name.clone(),
             layouts: self.layouts.clone(),
             tuple_index: self.tuple_index,
+            info: self.info,
         }
     }
 
@@ -95,6 +132,7 @@ impl Clone for FNode<'_> {
         self.name.clone_from(&o.name);
         self.layouts.clone_from(&o.layouts);
         self.tuple_index = o.tuple_index;
+        self.info = o.info;
     }
 }
 
@@ -105,6 +143,7 @@ impl<'a> FNode<'a> {
             src: None,
             origin: NONE,
             opcode,
+            info: ShapeInfo::of(&shape),
             shape: ShapeRef::Owned(Box::new(shape)),
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
@@ -125,7 +164,12 @@ impl<'a> FNode<'a> {
 
     /// Rank of an array shape (0 for tuples).
     pub fn rank(&self) -> usize {
-        self.shape.rank()
+        self.info.rank as usize
+    }
+
+    /// Rank if the shape is an array.
+    pub fn array_rank(&self) -> Option<usize> {
+        self.info.array.then_some(self.info.rank as usize)
     }
 
     /// Dims of an array shape.
@@ -591,6 +635,7 @@ impl<'a> Flat<'a> {
                         name,
                         layouts: SmallVec::new(),
                         tuple_index: -1,
+                        info: ShapeInfo::of(&ins.shape),
                     });
                     v
                 }

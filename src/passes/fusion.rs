@@ -60,8 +60,8 @@ fn is_reduction_hero(op: Opcode) -> bool {
 /// exp are cheap on floats).
 fn is_expensive(n: &FNode<'_>) -> bool {
     use Opcode::*;
-    let float = n.shape.element_type().is_floating();
-    let complex = n.shape.element_type().is_complex();
+    let float = n.info.ety.is_floating();
+    let complex = n.info.ety.is_complex();
     match n.opcode {
         Add | And | Bitcast | BitcastConvert | Broadcast | Ceil | Clamp | Clz | Compare
         | Complex | Concatenate | Constant | Convert | Copy | DynamicSlice | DynamicUpdateSlice
@@ -72,7 +72,7 @@ fn is_expensive(n: &FNode<'_>) -> bool {
         | PartitionId | ReplicaId | OptimizationBarrier => false,
         Abs | Cos | Sign | Sin | Tan => complex,
         Divide | Remainder => {
-            !(n.shape.element_type().is_integral() || float && n.opcode == Divide)
+            !(n.info.ety.is_integral() || float && n.opcode == Divide)
         }
         Sqrt | Rsqrt | Exp => !float,
         _ => true,
@@ -176,13 +176,13 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
     match n.opcode {
         Opcode::Broadcast | Opcode::Iota | Opcode::Bitcast => true,
-        Opcode::Constant => n.shape.element_count() <= 1,
+        Opcode::Constant => n.info.elems <= 1,
         Opcode::Convert => {
             let o = n
                 .operands
                 .first()
-                .map(|&o| fc.nodes[o as usize].shape.element_type().bit_width());
-            o.map(|b| n.shape.element_type().bit_width() > b)
+                .map(|&o| fc.nodes[o as usize].info.ety.bit_width());
+            o.map(|b| n.info.ety.bit_width() > b)
                 .unwrap_or(false)
         }
         _ => false,
@@ -193,14 +193,14 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
 fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
     let out_rank = n.rank();
-    let out_elems = n.shape.element_count();
+    let out_elems = n.info.elems;
     let mut big = 0;
     let mut total: u64 = 0;
     for &o in &n.operands {
         let on = &fc.nodes[o as usize];
-        total = total.saturating_add(on.shape.element_count());
+        total = total.saturating_add(on.info.elems);
         let trivial = matches!(on.opcode, Opcode::Broadcast | Opcode::Iota)
-            || (on.opcode == Opcode::Constant && on.shape.element_count() <= 1);
+            || (on.opcode == Opcode::Constant && on.info.elems <= 1);
         if !trivial && on.rank() >= out_rank {
             big += 1;
         }
@@ -211,7 +211,7 @@ fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
 /// Can `x` be fused into a consumer at all?
 fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    if is_opaque(n.opcode) || n.shape.as_array().is_none() {
+    if is_opaque(n.opcode) || !n.info.array {
         return false;
     }
     if is_physical_relayout(fc, x) {
@@ -223,7 +223,7 @@ fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
 /// Can `x` be the root a fusion grows from?
 fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.shape.as_array().is_some()
+    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.info.array
 }
 
 enum Verdict {
@@ -445,7 +445,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     || !self.standalone[u as usize]
                     || self.own_group[u as usize] != NONE
                     || self.clones[u as usize] != 0
-                    || un.shape.as_array().is_none()
+                    || !un.info.array
                     || self.edge_flag(&self.cfg.no_fuse, cur, u)
                 {
                     break;
@@ -582,7 +582,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if is_mxu(pn.opcode) {
             return Verdict::No; // dot/convolution heroes grow in phase 1 only
         }
-        if pn.opcode == Opcode::Constant && (pn.shape.element_count() > 1 || gr.members.len() < 2) {
+        if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
             return Verdict::No;
         }
         if expensive && reused {
@@ -683,7 +683,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     .filter(|&o| {
                         let on = self.node(o);
                         on.opcode == Opcode::Constant
-                            && on.shape.element_count() <= 1
+                            && on.info.elems <= 1
                             && self.standalone[o as usize]
                     })
                     .collect();

@@ -301,7 +301,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let ops = &n.operands;
                 if known.is_none() {
                     for &o in ops {
-                        if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
+                        if fc.nodes[o as usize].array_rank() == Some(r) {
                             if let Some(l) = self.get(o, 0) {
                                 known = Some(l.clone());
                                 break;
@@ -316,7 +316,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                     }
                 }
                 for &o in ops {
-                    if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
+                    if fc.nodes[o as usize].array_rank() == Some(r) {
                         self.set(o, 0, &l);
                     }
                 }
@@ -694,15 +694,21 @@ fn solve_comp(
     let lay: Vec<SmallVec<[Option<Dims>; 1]>> = fc
         .nodes
         .iter()
-        .map(|n| SmallVec::from_elem(None, leaf_count(&n.shape)))
+        .map(|n| SmallVec::from_elem(None, n.info.leaves as usize))
         .collect();
     let param0 = fc.params.first().copied().unwrap_or(NONE);
     let ranks: Vec<SmallVec<[u8; 1]>> = fc
         .nodes
         .iter()
-        .map(|n| match &*n.shape {
-            Shape::Array(a) => SmallVec::from_elem(a.rank() as u8, 1),
-            s => leaf_shapes(s).iter().map(|a| a.rank() as u8).collect(),
+        .map(|n| {
+            if n.info.array {
+                SmallVec::from_elem(n.info.rank as u8, 1)
+            } else {
+                leaf_shapes(&n.shape)
+                    .iter()
+                    .map(|a| a.rank() as u8)
+                    .collect()
+            }
         })
         .collect();
     let mut s = Solver {
@@ -1042,7 +1048,7 @@ fn requirement<'r>(
         return None;
     }
     let o = &fc.nodes[*n.operands.get(slot)? as usize];
-    if o.shape.as_array().map(|a| a.rank()) == Some(r) {
+    if o.array_rank() == Some(r) {
         Some(out)
     } else {
         None
