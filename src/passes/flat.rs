@@ -127,10 +127,19 @@ impl Clone for FNode<'_> {
             (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => *a = b,
             (a, b) => *a = b.clone(),
         }
-        self.operands.clone_from(&o.operands);
-        self.users.clone_from(&o.users);
-        self.name.clone_from(&o.name);
-        self.layouts.clone_from(&o.layouts);
+        self.operands.clear();
+        self.operands.extend_from_slice(&o.operands);
+        self.users.clear();
+        self.users.extend_from_slice(&o.users);
+        match (&self.name, &o.name) {
+            (Some(a), Some(b)) if std::sync::Arc::ptr_eq(a, b) => {}
+            _ => self.name.clone_from(&o.name),
+        }
+        if o.layouts.is_empty() {
+            self.layouts.clear();
+        } else {
+            self.layouts.clone_from(&o.layouts);
+        }
         self.tuple_index = o.tuple_index;
         self.info = o.info;
     }

@@ -238,8 +238,11 @@ enum Verdict {
 struct Group {
     root: u32,
     members: Vec<u32>,
-    /// Distinct operands of members that are not members, in discovery order.
+    /// Distinct operands of members that are not members, in discovery order; may also
+    /// hold producers absorbed since (skip members when reading it).
     inputs: Vec<u32>,
+    /// Number of real inputs in `inputs`.
+    n_inputs: usize,
     mxu: u32,
     reductions: u32,
 }
@@ -335,7 +338,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             self.member[m as usize] = s;
         }
         for &i in &gr.inputs {
-            self.input[i as usize] = s;
+            if self.member[i as usize] != s {
+                self.input[i as usize] = s;
+            }
         }
     }
 
@@ -346,6 +351,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             root,
             members: Vec::new(),
             inputs: Vec::new(),
+            n_inputs: 0,
             mxu: 0,
             reductions: 0,
         });
@@ -358,6 +364,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 gr.inputs.push(o);
             }
         }
+        gr.n_inputs = gr.inputs.len();
         gr.mxu = is_mxu(n.opcode) as u32;
         gr.reductions = is_reduction_hero(n.opcode) as u32;
         self.groups.push(gr);
@@ -377,9 +384,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
 
     /// Inputs of the current fusion `g` after absorbing producer `p`.
     fn inputs_after(&self, g: u32, p: u32) -> usize {
-        let mut n = self.groups[g as usize].inputs.len() - self.is_input(p) as usize;
-        for o in distinct(&self.fc.nodes[p as usize].operands) {
-            if !self.is_member(o) && !self.is_input(o) {
+        let mut n = self.groups[g as usize].n_inputs - self.is_input(p) as usize;
+        let ops = &self.fc.nodes[p as usize].operands;
+        for (i, &o) in ops.iter().enumerate() {
+            if !self.is_member(o) && !self.is_input(o) && !ops[..i].contains(&o) {
                 n += 1;
             }
         }
@@ -390,7 +398,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn add_member(&mut self, g: u32, p: u32, reused: bool) {
         let gi = g as usize;
         if self.is_input(p) {
-            self.groups[gi].inputs.retain(|&x| x != p);
+            // Left in `inputs` (skipped as a member); only the count changes.
+            self.groups[gi].n_inputs -= 1;
             self.input[p as usize] = 0;
             self.ext[p as usize] -= 1;
         }
@@ -402,10 +411,12 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         self.groups[gi].mxu += is_mxu(op) as u32;
         self.groups[gi].reductions += is_reduction_hero(op) as u32;
         let fc = self.fc;
-        let ops = &fc.nodes[p as usize].operands;
-        for o in distinct(ops) {
+        let ops: &[u32] = &fc.nodes[p as usize].operands;
+        for &o in ops {
+            // (a repeated operand is an input after its first occurrence)
             if !self.is_member(o) && !self.is_input(o) {
                 self.groups[gi].inputs.push(o);
+                self.groups[gi].n_inputs += 1;
                 self.input[o as usize] = self.stamp;
                 self.ext[o as usize] += 1;
             }
@@ -413,8 +424,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if self.ext[p as usize] == 0 {
             // Nobody reads the standalone producer any more.
             self.standalone[p as usize] = false;
-            for o in distinct(ops) {
-                self.ext[o as usize] -= 1;
+            for (i, &o) in ops.iter().enumerate() {
+                if !ops[..i].contains(&o) {
+                    self.ext[o as usize] -= 1;
+                }
             }
         }
     }
@@ -450,7 +463,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 {
                     break;
                 }
-                let mut n_inputs = self.groups[g as usize].inputs.len();
+                let mut n_inputs = self.groups[g as usize].n_inputs;
                 for o in distinct(&un.operands) {
                     if o != cur && !self.is_member(o) && !self.is_input(o) {
                         n_inputs += 1;
@@ -467,6 +480,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                         self.ext[o as usize] -= 1;
                     } else {
                         self.groups[gi].inputs.push(o);
+                        self.groups[gi].n_inputs += 1;
                         self.input[o as usize] = self.stamp;
                     }
                 }
@@ -646,7 +660,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             stamp += 1;
             heap.clear();
             for &o in &self.groups[g as usize].inputs {
-                heap.push((self.pos[o as usize], o));
+                if !self.is_member(o) {
+                    heap.push((self.pos[o as usize], o));
+                }
             }
             while let Some((_, p)) = heap.pop() {
                 if self.tried[p as usize] == stamp
@@ -685,6 +701,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                         on.opcode == Opcode::Constant
                             && on.info.elems <= 1
                             && self.standalone[o as usize]
+                            && !self.is_member(o)
                     })
                     .collect();
                 for c in consts {
@@ -720,17 +737,28 @@ pub(crate) fn plan(
         pos[x as usize] = k as u32;
         standalone[x as usize] = true;
     }
-    // Recycle the member lists of the previous plan.
+    // Recycle the groups of the previous plan, giving the member lists handed out in
+    // `out` back to groups that lost theirs.
     let mut pool = std::mem::take(&mut s.pool);
     pool.extend(s.groups.drain(..));
+    let mut k = pool.len();
     for gp in out.groups.drain(..) {
-        pool.push(Group {
-            root: 0,
-            members: gp.members,
-            inputs: Vec::new(),
-            mxu: 0,
-            reductions: 0,
-        });
+        while k > 0 && pool[k - 1].members.capacity() > 0 {
+            k -= 1;
+        }
+        if k > 0 {
+            k -= 1;
+            pool[k].members = gp.members;
+        } else {
+            pool.push(Group {
+                root: 0,
+                members: gp.members,
+                inputs: Vec::new(),
+                n_inputs: 0,
+                mxu: 0,
+                reductions: 0,
+            });
+        }
     }
     let mut users_fusible = std::mem::take(&mut s.users_fusible);
     users_fusible.clear();
@@ -778,8 +806,11 @@ pub(crate) fn plan(
         heap: std::mem::take(&mut s.heap),
     };
     for &x in &fc.order {
-        for o in distinct(&fc.nodes[x as usize].operands) {
-            f.ext[o as usize] += 1;
+        let ops: &[u32] = &fc.nodes[x as usize].operands;
+        for (i, &o) in ops.iter().enumerate() {
+            if !ops[..i].contains(&o) {
+                f.ext[o as usize] += 1;
+            }
         }
     }
     f.ext[fc.root as usize] += 1;
