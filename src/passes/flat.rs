@@ -148,12 +148,22 @@ impl Clone for FNode<'_> {
 impl<'a> FNode<'a> {
     /// An instruction created by the passes.
     pub fn synthetic(opcode: Opcode, shape: Shape, operands: &[u32], name: String) -> Self {
+        Self::synthetic_with(opcode, ShapeRef::Owned(Box::new(shape)), operands, name)
+    }
+
+    /// An instruction created by the passes, with a shape that may be borrowed.
+    pub fn synthetic_with(
+        opcode: Opcode,
+        shape: ShapeRef<'a>,
+        operands: &[u32],
+        name: String,
+    ) -> Self {
         FNode {
             src: None,
             origin: NONE,
             opcode,
             info: ShapeInfo::of(&shape),
-            shape: ShapeRef::Owned(Box::new(shape)),
+            shape,
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
             name: Some(name.into()),

@@ -137,6 +137,7 @@ struct Scratch<'m> {
     emit: emit::EmitScratch,
     fusion: fusion::FusionScratch,
     plans: Vec<fusion::FusionPlan>,
+    layout: layout::LayoutScratch,
 }
 
 impl<'m> PreparedModule<'m> {
@@ -213,6 +214,7 @@ impl<'m> PreparedModule<'m> {
                 emit: Default::default(),
                 fusion: Default::default(),
                 plans: Vec::new(),
+                layout: Default::default(),
             },
         }
     }
@@ -237,8 +239,9 @@ impl<'m> PreparedModule<'m> {
             emit: es,
             fusion: fs,
             plans,
+            layout: ls,
         } = scratch;
-        let lstats = layout::assign(flat, resolved);
+        let lstats = layout::assign(flat, resolved, ls);
         plans.resize_with(flat.comps.len(), Default::default);
         for (fc, plan) in flat.comps.iter().zip(plans.iter_mut()) {
             fusion::plan(fc, resolved, fs, plan);
