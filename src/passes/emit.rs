@@ -77,6 +77,16 @@ fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
 
 /// Physical shapes of the array leaves of a node.
 fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
+    if let Shape::Array(a) = &*n.shape {
+        let mut out = SmallVec::new();
+        if a.element_type.is_array() {
+            out.push(match n.layouts.first() {
+                Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
+                _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
+            });
+        }
+        return out;
+    }
     leaf_shapes(&n.shape)
         .iter()
         .enumerate()

@@ -392,12 +392,25 @@ impl<'a> Namer<'a> {
 
     /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> String {
-        use std::fmt::Write;
-        let k = self.next;
+        let mut k = self.next;
         self.next += 1;
-        let mut s = String::with_capacity(base.len() + 7);
+        // `format!("{base}.{k}")` without the formatting machinery.
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (k % 10) as u8;
+            k /= 10;
+            if k == 0 {
+                break;
+            }
+        }
+        let mut s = String::with_capacity(base.len() + 1 + digits.len() - i);
         s.push_str(base);
-        let _ = write!(s, ".{k}");
+        s.push('.');
+        for &d in &digits[i..] {
+            s.push(d as char);
+        }
         s
     }
 }

@@ -90,12 +90,12 @@ impl PhysicalShape {
         PhysicalShape {
             element_type: a.element_type,
             element_bits: bits,
-            dims: a.dims.clone(),
+            dims: SmallVec::from_slice(&a.dims),
             physical_dims: tiling::physical_dims(&a.dims, m2m),
-            minor_to_major: m2m.iter().copied().collect(),
+            minor_to_major: SmallVec::from_slice(m2m),
             bytes: tiling::padded_elements(&a.dims, m2m, &t)
                 .saturating_mul(a.element_type.byte_size()),
-            tiles: t.iter().map(|t| t.dims.iter().copied().collect()).collect(),
+            tiles: t.iter().map(|t| SmallVec::from_slice(&t.dims)).collect(),
         }
     }
 

@@ -28,15 +28,16 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
 
 /// Physical dims, major → minor.
 pub fn physical_dims(dims: &[i64], m2m: &[i64]) -> Dims {
-    m2m.iter()
-        .rev()
-        .map(|&d| dims.get(d as usize).copied().unwrap_or(1))
-        .collect()
+    let mut out = Dims::new();
+    for &d in m2m.iter().rev() {
+        out.push(dims.get(d as usize).copied().unwrap_or(1));
+    }
+    out
 }
 
 fn tile(d: &[i64]) -> Tile {
     Tile {
-        dims: d.iter().copied().collect(),
+        dims: SmallVec::from_slice(d),
     }
 }
 
