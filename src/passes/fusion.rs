@@ -274,7 +274,8 @@ struct Fuser<'f, 'a, 'c> {
     users_fusible: Vec<bool>,
     /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
     flags: Vec<u8>,
-    heap: BinaryHeap<(u32, u32)>,
+    /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
+    heap: BinaryHeap<u64>,
 }
 
 /// Work buffers of the fusion pass, kept between compilations (see `PreparedModule`).
@@ -292,7 +293,8 @@ pub(crate) struct FusionScratch {
     flags: Vec<u8>,
     groups: Vec<Group>,
     pool: Vec<Group>,
-    heap: BinaryHeap<(u32, u32)>,
+    /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
+    heap: BinaryHeap<u64>,
 }
 
 /// `std::mem::take(v)` refilled with n copies of x (keeps the allocation).
@@ -661,10 +663,11 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             heap.clear();
             for &o in &self.groups[g as usize].inputs {
                 if !self.is_member(o) {
-                    heap.push((self.pos[o as usize], o));
+                    heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
                 }
             }
-            while let Some((_, p)) = heap.pop() {
+            while let Some(key) = heap.pop() {
+                let p = key as u32;
                 if self.tried[p as usize] == stamp
                     || !self.standalone[p as usize]
                     || self.is_member(p)
@@ -676,7 +679,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     Verdict::Fuse { reused } => {
                         self.add_member(g, p, reused);
                         for &o in &self.fc.nodes[p as usize].operands {
-                            heap.push((self.pos[o as usize], o));
+                            heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
                         }
                     }
                     Verdict::Refused(why) => {
