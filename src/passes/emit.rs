@@ -14,7 +14,7 @@ use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
-    Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
+    ArrayShape, Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
 };
 
 /// Output of the emitter.
@@ -51,28 +51,35 @@ pub(crate) fn is_trivial(op: Opcode) -> bool {
 
 /// The shape with the final layouts (TPU tiles attached).
 fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
-    let mut s = shape.clone();
-    let mut k = 0usize;
-    fn walk(s: &mut Shape, layouts: &[Dims], k: &mut usize) {
+    fn walk(s: &Shape, layouts: &[Dims], k: &mut usize) -> Shape {
         match s {
             Shape::Array(a) => {
-                let m2m = match layouts.get(*k) {
-                    Some(l) if l.len() == a.rank() => l.clone(),
-                    _ => tiling::row_major(a.rank()),
+                let rm;
+                let m2m: &[i64] = match layouts.get(*k) {
+                    Some(l) if l.len() == a.rank() => l,
+                    _ => {
+                        rm = tiling::row_major(a.rank());
+                        &rm
+                    }
                 };
                 *k += 1;
-                a.layout = if a.element_type.is_array() {
-                    Some(tiling::tpu_layout(a.element_type, &a.dims, &m2m))
-                } else {
-                    None
-                };
+                // Built field by field: the input's own layout is replaced, not cloned.
+                Shape::Array(ArrayShape {
+                    element_type: a.element_type,
+                    dims: Dims::from_slice(&a.dims),
+                    dynamic_mask: a.dynamic_mask,
+                    layout: if a.element_type.is_array() {
+                        Some(tiling::tpu_layout(a.element_type, &a.dims, m2m))
+                    } else {
+                        None
+                    },
+                })
             }
-            Shape::Tuple(v) => v.iter_mut().for_each(|e| walk(e, layouts, k)),
-            Shape::Buffer(b) => walk(b, layouts, k),
+            Shape::Tuple(v) => Shape::Tuple(v.iter().map(|e| walk(e, layouts, k)).collect()),
+            Shape::Buffer(b) => Shape::Buffer(Box::new(walk(b, layouts, k))),
         }
     }
-    walk(&mut s, layouts, &mut k);
-    s
+    walk(shape, layouts, &mut 0)
 }
 
 /// Physical shapes of the array leaves of a node.

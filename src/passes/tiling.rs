@@ -119,7 +119,7 @@ pub fn tpu_tiles(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> SmallVec<[Tile
 /// A TPU layout (minor_to_major plus tiles).
 pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
     Layout {
-        minor_to_major: m2m.iter().copied().collect(),
+        minor_to_major: Dims::from_slice(m2m),
         tiles: tpu_tiles(et, dims, m2m).into_vec(),
         ..Default::default()
     }
