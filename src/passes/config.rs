@@ -504,10 +504,11 @@ fn check_perm(
     rank: Option<usize>,
     why_missing: &str,
 ) -> Result<Option<Dims>, CompileError> {
-    let mut v: Vec<i64> = raw.to_vec();
-    while v.last() == Some(&-1) {
-        v.pop();
+    let mut end = raw.len();
+    while end > 0 && raw[end - 1] == -1 {
+        end -= 1;
     }
+    let v = &raw[..end];
     if v.is_empty() {
         return Ok(None);
     }
@@ -528,8 +529,8 @@ fn check_perm(
     if v.len() != rank {
         return Err(bad(format!("{} entries for a rank-{rank} tensor", v.len())));
     }
-    let mut seen = vec![false; rank];
-    for &d in &v {
+    let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::SmallVec::from_elem(false, rank);
+    for &d in v {
         let Some(s) = usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) else {
             return Err(bad(format!("dimension {d} does not exist")));
         };
@@ -538,7 +539,7 @@ fn check_perm(
         }
         *s = true;
     }
-    Ok(Some(v.into_iter().collect()))
+    Ok(Some(Dims::from_slice(v)))
 }
 
 /// Resolve and validate the layout and fusion parts of a config against a module.
