@@ -405,12 +405,11 @@ impl<'a> Namer<'a> {
                 break;
             }
         }
-        let mut s = String::with_capacity(base.len() + 1 + digits.len() - i);
+        let digits = std::str::from_utf8(&digits[i..]).unwrap_or("0");
+        let mut s = String::with_capacity(base.len() + 1 + digits.len());
         s.push_str(base);
         s.push('.');
-        for &d in &digits[i..] {
-            s.push(d as char);
-        }
+        s.push_str(digits);
         s
     }
 }
