@@ -246,8 +246,8 @@ impl<'a> FComp<'a> {
         }
         for k in 0..self.order.len() {
             let u = self.order[k];
-            let ops = self.nodes[u as usize].operands.clone();
-            for o in ops {
+            for i in 0..self.nodes[u as usize].operands.len() {
+                let o = self.nodes[u as usize].operands[i];
                 let users = &mut self.nodes[o as usize].users;
                 if users.last() != Some(&u) {
                     users.push(u);
