@@ -14,7 +14,8 @@ use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
-    ArrayShape, Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
+    ArrayShape, Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode,
+    Shape,
 };
 
 /// Output of the emitter.

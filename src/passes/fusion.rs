@@ -71,9 +71,7 @@ fn is_expensive(n: &FNode<'_>) -> bool {
         | ShiftRightArithmetic | ShiftRightLogical | Slice | Subtract | Transpose | Tuple
         | PartitionId | ReplicaId | OptimizationBarrier => false,
         Abs | Cos | Sign | Sin | Tan => complex,
-        Divide | Remainder => {
-            !(n.info.ety.is_integral() || float && n.opcode == Divide)
-        }
+        Divide | Remainder => !(n.info.ety.is_integral() || float && n.opcode == Divide),
         Sqrt | Rsqrt | Exp => !float,
         _ => true,
     }
@@ -182,8 +180,7 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
                 .operands
                 .first()
                 .map(|&o| fc.nodes[o as usize].info.ety.bit_width());
-            o.map(|b| n.info.ety.bit_width() > b)
-                .unwrap_or(false)
+            o.map(|b| n.info.ety.bit_width() > b).unwrap_or(false)
         }
         _ => false,
     }
@@ -743,7 +740,7 @@ pub(crate) fn plan(
     // Recycle the groups of the previous plan, giving the member lists handed out in
     // `out` back to groups that lost theirs.
     let mut pool = std::mem::take(&mut s.pool);
-    pool.extend(s.groups.drain(..));
+    pool.append(&mut s.groups);
     let mut k = pool.len();
     for gp in out.groups.drain(..) {
         while k > 0 && pool[k - 1].members.capacity() > 0 {

@@ -37,11 +37,7 @@ impl Clone for PhysicalShape {
             element_bits: self.element_bits,
             dims: SmallVec::from_slice(&self.dims),
             minor_to_major: SmallVec::from_slice(&self.minor_to_major),
-            tiles: self
-                .tiles
-                .iter()
-                .map(|t| SmallVec::from_slice(t))
-                .collect(),
+            tiles: self.tiles.iter().map(|t| SmallVec::from_slice(t)).collect(),
             physical_dims: SmallVec::from_slice(&self.physical_dims),
             bytes: self.bytes,
         }

@@ -233,7 +233,6 @@ impl<'m> PreparedModule<'m> {
         dry: bool,
     ) -> Result<RunOutput, CompileError> {
         let module = self.module;
-        let resolved = resolved;
         let Scratch {
             flat,
             emit: es,
