@@ -77,25 +77,15 @@ pub(crate) struct ShapeInfo {
     pub elems: u64,
     /// Rank of an array (0 otherwise).
     pub rank: u32,
-    /// Number of array leaves.
-    pub leaves: u32,
     pub array: bool,
 }
 
 impl ShapeInfo {
     pub fn of(s: &Shape) -> Self {
-        fn leaves(s: &Shape) -> u32 {
-            match s {
-                Shape::Array(_) => 1,
-                Shape::Tuple(v) => v.iter().map(leaves).sum(),
-                Shape::Buffer(b) => leaves(b),
-            }
-        }
         ShapeInfo {
             ety: s.element_type(),
             elems: s.element_count(),
             rank: s.as_array().map(|a| a.rank() as u32).unwrap_or(0),
-            leaves: leaves(s),
             array: s.as_array().is_some(),
         }
     }
