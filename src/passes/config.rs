@@ -325,6 +325,17 @@ pub struct NodeTable {
     pub offsets: Vec<usize>,
     /// Per computation: graph node index → position in `order` (u32::MAX if absent).
     pos: Vec<Vec<u32>>,
+    /// What resolving a layout entry checks, per node (filled for configurable nodes):
+    /// read once here instead of from the scattered instructions at every resolve.
+    facts: Vec<NodeFacts>,
+}
+
+/// Ranks of a configurable node's output and operands 0 and 1 (-1 = not an array or
+/// no such operand).
+#[derive(Debug, Clone, Copy)]
+struct NodeFacts {
+    configurable: bool,
+    ranks: [i32; 3],
 }
 
 impl NodeTable {
@@ -333,6 +344,7 @@ impl NodeTable {
         let mut nodes = Vec::with_capacity(m.instruction_count());
         let mut offsets = Vec::with_capacity(m.computations.len());
         let mut pos = Vec::with_capacity(m.computations.len());
+        let mut facts = Vec::with_capacity(m.instruction_count());
         for (ci, c) in m.computations.values().enumerate() {
             offsets.push(nodes.len());
             let mut p = vec![u32::MAX; c.graph.node_bound()];
@@ -341,6 +353,29 @@ impl NodeTable {
                     *slot = k as u32;
                 }
                 nodes.push((ci, id));
+                let ins = c.instr(id);
+                let rank = |s: &crate::ir::Shape| s.as_array().map(|a| a.rank() as i32);
+                let operand_rank =
+                    |slot: usize| c.operand(id, slot).and_then(|o| rank(&c.instr(o).shape));
+                facts.push(if is_configurable(ins.opcode) {
+                    NodeFacts {
+                        configurable: true,
+                        ranks: [
+                            rank(&ins.shape).unwrap_or(-1),
+                            operand_rank(0).unwrap_or(-1),
+                            if ins.opcode == Opcode::Reshape {
+                                -1
+                            } else {
+                                operand_rank(1).unwrap_or(-1)
+                            },
+                        ],
+                    }
+                } else {
+                    NodeFacts {
+                        configurable: false,
+                        ranks: [-1; 3],
+                    }
+                });
             }
             pos.push(p);
         }
@@ -348,6 +383,7 @@ impl NodeTable {
             nodes,
             offsets,
             pos,
+            facts,
         }
     }
 
@@ -504,10 +540,11 @@ fn check_perm(
     rank: Option<usize>,
     why_missing: &str,
 ) -> Result<Option<Dims>, CompileError> {
-    let mut v: Vec<i64> = raw.to_vec();
-    while v.last() == Some(&-1) {
-        v.pop();
+    let mut end = raw.len();
+    while end > 0 && raw[end - 1] == -1 {
+        end -= 1;
     }
+    let v = &raw[..end];
     if v.is_empty() {
         return Ok(None);
     }
@@ -528,8 +565,8 @@ fn check_perm(
     if v.len() != rank {
         return Err(bad(format!("{} entries for a rank-{rank} tensor", v.len())));
     }
-    let mut seen = vec![false; rank];
-    for &d in &v {
+    let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::SmallVec::from_elem(false, rank);
+    for &d in v {
         let Some(s) = usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) else {
             return Err(bad(format!("dimension {d} does not exist")));
         };
@@ -538,7 +575,7 @@ fn check_perm(
         }
         *s = true;
     }
-    Ok(Some(v.into_iter().collect()))
+    Ok(Some(Dims::from_slice(v)))
 }
 
 /// Resolve and validate the layout and fusion parts of a config against a module.
@@ -575,9 +612,15 @@ pub fn resolve<'m>(
         })?;
         let (c, id) = t.nodes[i];
         let comp = m.comp(c);
-        let ins = comp.instr(id);
+        let ins = || comp.instr(id);
         let label = || node_name(m, t, i);
-        if !is_configurable(ins.opcode) || ins.shape.as_array().is_none() {
+        let facts = t.facts.get(i).copied().unwrap_or(NodeFacts {
+            configurable: false,
+            ranks: [-1; 3],
+        });
+        let out_rank = usize::try_from(facts.ranks[0]).ok();
+        if !facts.configurable || out_rank.is_none() {
+            let ins = ins();
             return Err(CompileError::NotConfigurable {
                 node: label(),
                 opcode: ins.opcode_text(),
@@ -588,22 +631,15 @@ pub fn resolve<'m>(
                     .join(", "),
             });
         }
-        let operand_rank = |slot: usize| {
-            comp.operand(id, slot)
-                .and_then(|o| comp.instr(o).shape.as_array().map(|a| a.rank()))
-        };
-        let kernel_rank = if ins.opcode == Opcode::Reshape {
-            None
-        } else {
-            operand_rank(1)
-        };
+        // (a reshape's operand 1 rank is recorded as -1: it has no kernel tensor)
+        let kernel_rank = usize::try_from(facts.ranks[2]).ok();
         let nl = NodeLayout {
-            output: check_perm(&label, "output", &e.output, Some(ins.shape.rank()), "")?,
+            output: check_perm(&label, "output", &e.output, out_rank, "")?,
             input: check_perm(
                 &label,
                 "input",
                 &e.input,
-                operand_rank(0),
+                usize::try_from(facts.ranks[1]).ok(),
                 "operand 0 is not an array",
             )?,
             kernel: check_perm(

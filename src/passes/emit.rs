@@ -14,7 +14,8 @@ use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
-    Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
+    ArrayShape, Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode,
+    Shape,
 };
 
 /// Output of the emitter.
@@ -51,32 +52,49 @@ pub(crate) fn is_trivial(op: Opcode) -> bool {
 
 /// The shape with the final layouts (TPU tiles attached).
 fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
-    let mut s = shape.clone();
-    let mut k = 0usize;
-    fn walk(s: &mut Shape, layouts: &[Dims], k: &mut usize) {
+    fn walk(s: &Shape, layouts: &[Dims], k: &mut usize) -> Shape {
         match s {
             Shape::Array(a) => {
-                let m2m = match layouts.get(*k) {
-                    Some(l) if l.len() == a.rank() => l.clone(),
-                    _ => tiling::row_major(a.rank()),
+                let rm;
+                let m2m: &[i64] = match layouts.get(*k) {
+                    Some(l) if l.len() == a.rank() => l,
+                    _ => {
+                        rm = tiling::row_major(a.rank());
+                        &rm
+                    }
                 };
                 *k += 1;
-                a.layout = if a.element_type.is_array() {
-                    Some(tiling::tpu_layout(a.element_type, &a.dims, &m2m))
-                } else {
-                    None
-                };
+                // Built field by field: the input's own layout is replaced, not cloned.
+                Shape::Array(ArrayShape {
+                    element_type: a.element_type,
+                    dims: Dims::from_slice(&a.dims),
+                    dynamic_mask: a.dynamic_mask,
+                    layout: if a.element_type.is_array() {
+                        Some(tiling::tpu_layout(a.element_type, &a.dims, m2m))
+                    } else {
+                        None
+                    },
+                })
             }
-            Shape::Tuple(v) => v.iter_mut().for_each(|e| walk(e, layouts, k)),
-            Shape::Buffer(b) => walk(b, layouts, k),
+            Shape::Tuple(v) => Shape::Tuple(v.iter().map(|e| walk(e, layouts, k)).collect()),
+            Shape::Buffer(b) => Shape::Buffer(Box::new(walk(b, layouts, k))),
         }
     }
-    walk(&mut s, layouts, &mut k);
-    s
+    walk(shape, layouts, &mut 0)
 }
 
 /// Physical shapes of the array leaves of a node.
 fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
+    if let Shape::Array(a) = &*n.shape {
+        let mut out = SmallVec::new();
+        if a.element_type.is_array() {
+            out.push(match n.layouts.first() {
+                Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
+                _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
+            });
+        }
+        return out;
+    }
     leaf_shapes(&n.shape)
         .iter()
         .enumerate()
@@ -89,17 +107,16 @@ fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
 }
 
 /// Physical shapes of nodes, computed once per node.
+#[derive(Default)]
 struct PhysCache {
     idx: Vec<u32>,
     store: Vec<SmallVec<[PhysicalShape; 1]>>,
 }
 
 impl PhysCache {
-    fn new(n: usize) -> Self {
-        PhysCache {
-            idx: vec![NONE; n],
-            store: Vec::new(),
-        }
+    fn reset(&mut self, n: usize) {
+        refill(&mut self.idx, n, NONE);
+        self.store.clear();
     }
 
     fn get(&mut self, fc: &FComp<'_>, x: u32) -> &[PhysicalShape] {
@@ -122,6 +139,30 @@ impl PhysCache {
         }
         v
     }
+}
+
+/// `v = vec![x; n]`, keeping the allocation.
+fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    v.clear();
+    v.resize(n, x);
+}
+
+/// Work buffers of the emitter, kept between compilations (see `PreparedModule`).
+#[derive(Default)]
+pub(crate) struct EmitScratch {
+    pc: PhysCache,
+    /// Kernels in emission order (taken out in execution order).
+    all: Vec<Option<Kernel>>,
+    /// Inputs of every fusion, concatenated; `input_end[g]` ends fusion g's.
+    inputs: Vec<u32>,
+    input_end: Vec<u32>,
+    mark: Vec<u32>,
+    seen: Vec<u32>,
+    live: Vec<bool>,
+    stack: Vec<u32>,
+    new_ids: Vec<u32>,
+    named: Vec<bool>,
+    local: Vec<u32>,
 }
 
 fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
@@ -157,8 +198,6 @@ struct Emitter<'e, 'a> {
     /// Computations emitted so far (= next CompId).
     n_comps: usize,
     instructions: usize,
-    /// All kernels in emission order (taken out in execution order).
-    all: Vec<Option<Kernel>>,
     /// Per flat computation: (flat node, index in `all`) in emission order.
     kernels: Vec<Vec<(u32, u32)>>,
 }
@@ -244,44 +283,70 @@ impl<'e, 'a> Emitter<'e, 'a> {
         fi: usize,
         fc: &FComp<'a>,
         plan: &FusionPlan,
+        s: &mut EmitScratch,
     ) -> Result<CompId, CompileError> {
         let m = self.m;
         let dry = self.dry;
         let n = fc.nodes.len();
         let standalone = |x: u32| plan.standalone.get(x as usize).copied().unwrap_or(true);
         // Inputs of each fusion: operands of members outside it, in first-use order.
-        let mut inputs: Vec<Vec<u32>> = Vec::with_capacity(plan.groups.len());
-        let mut mark = vec![u32::MAX; n];
+        let EmitScratch {
+            pc,
+            all,
+            inputs,
+            input_end,
+            mark,
+            seen,
+            live,
+            stack,
+            new_ids,
+            named,
+            local,
+        } = s;
+        inputs.clear();
+        input_end.clear();
+        refill(mark, n, u32::MAX);
+        refill(seen, n, u32::MAX);
         for (g, gp) in plan.groups.iter().enumerate() {
+            let g = g as u32;
             for &x in &gp.members {
-                mark[x as usize] = g as u32;
+                mark[x as usize] = g;
             }
-            let mut v: Vec<u32> = Vec::new();
             for &x in &gp.members {
                 for &o in &fc.nodes[x as usize].operands {
-                    if mark[o as usize] != g as u32 && !v.contains(&o) {
-                        v.push(o);
+                    if mark[o as usize] != g && seen[o as usize] != g {
+                        seen[o as usize] = g;
+                        inputs.push(o);
                     }
                 }
             }
-            inputs.push(v);
+            input_end.push(inputs.len() as u32);
         }
+        let inputs_of = |g: u32| -> &[u32] {
+            let end = input_end[g as usize] as usize;
+            let start = if g == 0 {
+                0
+            } else {
+                input_end[g as usize - 1] as usize
+            };
+            &inputs[start..end]
+        };
         // Liveness after fusion.
-        let mut live = vec![false; n];
-        let mut stack: Vec<u32> = Vec::new();
+        refill(live, n, false);
+        stack.clear();
         let push = |x: u32, live: &mut Vec<bool>, stack: &mut Vec<u32>| {
             if !live[x as usize] {
                 live[x as usize] = true;
                 stack.push(x);
             }
         };
-        push(fc.root, &mut live, &mut stack);
+        push(fc.root, live, stack);
         for &x in &fc.order {
             let nd = &fc.nodes[x as usize];
             if standalone(x)
                 && (nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false))
             {
-                push(x, &mut live, &mut stack);
+                push(x, live, stack);
             }
         }
         while let Some(x) = stack.pop() {
@@ -296,12 +361,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
             }
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g != NONE {
-                for &i in &inputs[g as usize] {
-                    push(i, &mut live, &mut stack);
+                for &i in inputs_of(g) {
+                    push(i, live, stack);
                 }
             } else {
                 for &o in &fc.nodes[x as usize].operands {
-                    push(o, &mut live, &mut stack);
+                    push(o, live, stack);
                 }
             }
         }
@@ -326,12 +391,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
             Some(c)
         };
         let mut next_id: u32 = 0;
-        let mut new_ids: Vec<u32> = vec![NONE; n];
-        let mut named = vec![false; n];
+        refill(new_ids, n, NONE);
+        refill(named, n, false);
         let mut params: Vec<(i64, u32)> = Vec::new();
         let mut kernels: Vec<(u32, u32)> = Vec::new();
-        let mut local: Vec<u32> = vec![NONE; n];
-        let mut pc = PhysCache::new(n);
+        refill(local, n, NONE);
+        pc.reset(n);
         // Control predecessors survive only if they are emitted earlier under their own
         // name in the same computation (inlining, fusion and renaming can remove them).
         let has_ctrl = !dry
@@ -368,7 +433,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g == NONE {
                 let is_kernel = !is_trivial(nd.opcode);
-                let name = self.name_for(nd, x, &mut named, !dry || is_kernel);
+                let name = self.name_for(nd, x, named, !dry || is_kernel);
                 let id = next_id;
                 next_id += 1;
                 if nd.opcode == Opcode::Parameter {
@@ -388,7 +453,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                                 .unwrap_or(false)
                         });
                     }
-                    let ops = ids(&nd.operands, &new_ids).ok_or_else(|| {
+                    let ops = ids(&nd.operands, new_ids).ok_or_else(|| {
                         bad(m, format!("operand of '{}' was not emitted", ins.name))
                     })?;
                     c.add(ins, &ops);
@@ -397,8 +462,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 if is_kernel {
                     let name = name.unwrap_or_default();
                     let parameters = pc.all(fc, &nd.operands);
-                    kernels.push((x, self.all.len() as u32));
-                    self.all.push(Some(Kernel {
+                    kernels.push((x, all.len() as u32));
+                    all.push(Some(Kernel {
                         index: 0,
                         hero_name: name.clone(),
                         name,
@@ -420,7 +485,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             }
             // A fusion.
             let gp = &plan.groups[g as usize];
-            let ins_g = &inputs[g as usize];
+            let ins_g = inputs_of(g);
             let fname = self.fresh("fused_computation", !dry);
             let mut f = if dry {
                 None
@@ -458,14 +523,14 @@ impl<'e, 'a> Emitter<'e, 'a> {
             for &x2 in &gp.members {
                 let nd2 = &fc.nodes[x2 as usize];
                 let is_hero = x2 == gp.hero;
-                let name = self.name_for(nd2, x2, &mut named, !dry || is_hero);
+                let name = self.name_for(nd2, x2, named, !dry || is_hero);
                 if is_hero {
                     hero_name = name.clone().unwrap_or_default();
                 }
                 if let Some(f) = f.as_mut() {
                     let mut ins = self.instr(nd2, name.unwrap_or_default())?;
                     ins.attrs.control_predecessors.clear();
-                    let ops = ids(&nd2.operands, &local).ok_or_else(|| {
+                    let ops = ids(&nd2.operands, local).ok_or_else(|| {
                         bad(m, format!("fused operand of '{}' missing", ins.name))
                     })?;
                     f.add(ins, &ops);
@@ -501,7 +566,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 {
                     fu.attrs.metadata = Some(md);
                 }
-                let ops = ids(ins_g, &new_ids).ok_or_else(|| {
+                let ops = ids(ins_g, new_ids).ok_or_else(|| {
                     bad(
                         m,
                         format!("an operand of fusion '{fu_name}' was not emitted"),
@@ -511,8 +576,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
             }
             new_ids[x as usize] = id;
             let hero = &fc.nodes[gp.hero as usize];
-            kernels.push((x, self.all.len() as u32));
-            self.all.push(Some(Kernel {
+            kernels.push((x, all.len() as u32));
+            all.push(Some(Kernel {
                 index: 0,
                 name: fu_name,
                 kind: KernelKind::from_fusion(gp.kind),
@@ -566,8 +631,10 @@ pub(crate) fn emit(
     flat: &mut Flat<'_>,
     plans: &[FusionPlan],
     dry: bool,
+    scratch: &mut EmitScratch,
 ) -> Result<Emitted, CompileError> {
     let m = flat.module;
+    scratch.all.clear();
     let nflat = flat.comps.len();
     let mut e = Emitter {
         m,
@@ -577,7 +644,6 @@ pub(crate) fn emit(
         comps: IndexMap::with_capacity(if dry { 0 } else { m.computations.len() + 64 }),
         n_comps: 0,
         instructions: 0,
-        all: Vec::new(),
         kernels: vec![Vec::new(); nflat],
     };
     for c in 0..m.computations.len() {
@@ -609,7 +675,7 @@ pub(crate) fn emit(
             }
             CompKind::Flat => {
                 let fi = flat.flat_of[c].ok_or_else(|| bad(m, "flat computation missing"))?;
-                let cid = e.emit_flat(fi, &flat.comps[fi], &plans[fi])?;
+                let cid = e.emit_flat(fi, &flat.comps[fi], &plans[fi], scratch)?;
                 e.new_id[c] = Some(cid);
             }
         }
@@ -618,7 +684,6 @@ pub(crate) fn emit(
     let Emitter {
         comps,
         mut kernels,
-        mut all,
         instructions,
         ..
     } = e;
@@ -652,7 +717,7 @@ pub(crate) fn emit(
             fe,
             None,
             &mut kernels,
-            &mut all,
+            &mut scratch.all,
             &mut visited,
             &mut out,
             0,

@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::config::NodeTable;
 use super::error::CompileError;
-use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, Shape};
+use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, PrimitiveType, Shape};
 
 /// "No node".
 pub(crate) const NONE: u32 = u32::MAX;
@@ -45,7 +45,7 @@ impl std::ops::Deref for ShapeRef<'_> {
 }
 
 /// One instruction of a flattened computation.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FNode<'a> {
     /// The input instruction (None for instructions the passes create).
     pub src: Option<&'a Instruction>,
@@ -63,16 +63,97 @@ pub(crate) struct FNode<'a> {
     pub layouts: SmallVec<[Dims; 1]>,
     /// Tuple index of a synthetic get-tuple-element.
     pub tuple_index: i64,
+    /// Facts about `shape` kept beside the node: the passes test them often, and the
+    /// shape itself lives in the input instruction, far away in memory.
+    pub info: ShapeInfo,
+}
+
+/// Summary of a shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShapeInfo {
+    /// `Shape::element_type` (Tuple / Buffer for those).
+    pub ety: PrimitiveType,
+    /// `Shape::element_count` (0 for tuples and buffers).
+    pub elems: u64,
+    /// Rank of an array (0 otherwise).
+    pub rank: u32,
+    pub array: bool,
+}
+
+impl ShapeInfo {
+    pub fn of(s: &Shape) -> Self {
+        ShapeInfo {
+            ety: s.element_type(),
+            elems: s.element_count(),
+            rank: s.as_array().map(|a| a.rank() as u32).unwrap_or(0),
+            array: s.as_array().is_some(),
+        }
+    }
+}
+
+impl Clone for FNode<'_> {
+    fn clone(&self) -> Self {
+        FNode {
+            src: self.src,
+            origin: self.origin,
+            opcode: self.opcode,
+            shape: self.shape.clone(),
+            operands: self.operands.clone(),
+            users: self.users.clone(),
+            name: self.name.clone(),
+            layouts: self.layouts.clone(),
+            tuple_index: self.tuple_index,
+            info: self.info,
+        }
+    }
+
+    /// Reuses the buffers of `self` (the passes reset a pooled copy of the prepared
+    /// module for every compilation).
+    fn clone_from(&mut self, o: &Self) {
+        self.src = o.src;
+        self.origin = o.origin;
+        self.opcode = o.opcode;
+        match (&mut self.shape, &o.shape) {
+            (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => *a = b,
+            (a, b) => *a = b.clone(),
+        }
+        self.operands.clear();
+        self.operands.extend_from_slice(&o.operands);
+        self.users.clear();
+        self.users.extend_from_slice(&o.users);
+        match (&self.name, &o.name) {
+            (Some(a), Some(b)) if std::sync::Arc::ptr_eq(a, b) => {}
+            _ => self.name.clone_from(&o.name),
+        }
+        if o.layouts.is_empty() {
+            self.layouts.clear();
+        } else {
+            self.layouts.clone_from(&o.layouts);
+        }
+        self.tuple_index = o.tuple_index;
+        self.info = o.info;
+    }
 }
 
 impl<'a> FNode<'a> {
     /// An instruction created by the passes.
     pub fn synthetic(opcode: Opcode, shape: Shape, operands: &[u32], name: String) -> Self {
+        Self::synthetic_with(opcode, ShapeRef::Owned(Box::new(shape)), operands, name)
+    }
+
+    /// An instruction created by the passes, with a shape that may be borrowed.
+    pub fn synthetic_with(
+        opcode: Opcode,
+        shape: ShapeRef<'a>,
+        operands: &[u32],
+        name: String,
+    ) -> Self {
         FNode {
             src: None,
             origin: NONE,
             opcode,
-            shape: ShapeRef::Owned(Box::new(shape)),
+            info: ShapeInfo::of(&shape),
+            shape,
             operands: operands.iter().copied().collect(),
             users: SmallVec::new(),
             name: Some(name.into()),
@@ -92,7 +173,12 @@ impl<'a> FNode<'a> {
 
     /// Rank of an array shape (0 for tuples).
     pub fn rank(&self) -> usize {
-        self.shape.rank()
+        self.info.rank as usize
+    }
+
+    /// Rank if the shape is an array.
+    pub fn array_rank(&self) -> Option<usize> {
+        self.info.array.then_some(self.info.rank as usize)
     }
 
     /// Dims of an array shape.
@@ -110,7 +196,7 @@ impl<'a> FNode<'a> {
 }
 
 /// A flattened computation.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct FComp<'a> {
     /// The input computation it comes from (same name in the output).
     pub comp: CompId,
@@ -122,6 +208,26 @@ pub(crate) struct FComp<'a> {
     pub params: Vec<u32>,
 }
 
+impl Clone for FComp<'_> {
+    fn clone(&self) -> Self {
+        FComp {
+            comp: self.comp,
+            nodes: self.nodes.clone(),
+            order: self.order.clone(),
+            root: self.root,
+            params: self.params.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, o: &Self) {
+        self.comp = o.comp;
+        self.nodes.clone_from(&o.nodes);
+        self.order.clone_from(&o.order);
+        self.root = o.root;
+        self.params.clone_from(&o.params);
+    }
+}
+
 impl<'a> FComp<'a> {
     /// Recompute `users` of every node from `operands` (live nodes in `order` only).
     pub fn rebuild_users(&mut self) {
@@ -130,8 +236,8 @@ impl<'a> FComp<'a> {
         }
         for k in 0..self.order.len() {
             let u = self.order[k];
-            let ops = self.nodes[u as usize].operands.clone();
-            for o in ops {
+            for i in 0..self.nodes[u as usize].operands.len() {
+                let o = self.nodes[u as usize].operands[i];
                 let users = &mut self.nodes[o as usize].users;
                 if users.last() != Some(&u) {
                     users.push(u);
@@ -142,7 +248,6 @@ impl<'a> FComp<'a> {
 }
 
 /// The flattened module.
-#[derive(Clone)]
 pub(crate) struct Flat<'a> {
     pub module: &'a Module,
     pub table: std::sync::Arc<NodeTable>,
@@ -156,6 +261,31 @@ pub(crate) struct Flat<'a> {
     pub flat_of: Vec<Option<usize>>,
     /// Every instruction name used in the output so far.
     pub names: Namer<'a>,
+}
+
+impl Clone for Flat<'_> {
+    fn clone(&self) -> Self {
+        Flat {
+            module: self.module,
+            table: self.table.clone(),
+            kinds: self.kinds.clone(),
+            fused: self.fused.clone(),
+            comps: self.comps.clone(),
+            flat_of: self.flat_of.clone(),
+            names: self.names.clone(),
+        }
+    }
+
+    /// Reuses every buffer of `self` (nodes, operand and user lists).
+    fn clone_from(&mut self, o: &Self) {
+        self.module = o.module;
+        self.table.clone_from(&o.table);
+        self.kinds.clone_from(&o.kinds);
+        self.fused.clone_from(&o.fused);
+        self.comps.clone_from(&o.comps);
+        self.flat_of.clone_from(&o.flat_of);
+        self.names.clone_from(&o.names);
+    }
 }
 
 /// A fast non-cryptographic hasher (the rustc "Fx" hash) for the passes' hot maps.
@@ -252,12 +382,24 @@ impl<'a> Namer<'a> {
 
     /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> String {
-        use std::fmt::Write;
-        let k = self.next;
+        let mut k = self.next;
         self.next += 1;
-        let mut s = String::with_capacity(base.len() + 7);
+        // `format!("{base}.{k}")` without the formatting machinery.
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (k % 10) as u8;
+            k /= 10;
+            if k == 0 {
+                break;
+            }
+        }
+        let digits = std::str::from_utf8(&digits[i..]).unwrap_or("0");
+        let mut s = String::with_capacity(base.len() + 1 + digits.len());
         s.push_str(base);
-        let _ = write!(s, ".{k}");
+        s.push('.');
+        s.push_str(digits);
         s
     }
 }
@@ -514,6 +656,7 @@ impl<'a> Flat<'a> {
                         name,
                         layouts: SmallVec::new(),
                         tuple_index: -1,
+                        info: ShapeInfo::of(&ins.shape),
                     });
                     v
                 }

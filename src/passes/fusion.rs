@@ -60,8 +60,8 @@ fn is_reduction_hero(op: Opcode) -> bool {
 /// exp are cheap on floats).
 fn is_expensive(n: &FNode<'_>) -> bool {
     use Opcode::*;
-    let float = n.shape.element_type().is_floating();
-    let complex = n.shape.element_type().is_complex();
+    let float = n.info.ety.is_floating();
+    let complex = n.info.ety.is_complex();
     match n.opcode {
         Add | And | Bitcast | BitcastConvert | Broadcast | Ceil | Clamp | Clz | Compare
         | Complex | Concatenate | Constant | Convert | Copy | DynamicSlice | DynamicUpdateSlice
@@ -71,9 +71,7 @@ fn is_expensive(n: &FNode<'_>) -> bool {
         | ShiftRightArithmetic | ShiftRightLogical | Slice | Subtract | Transpose | Tuple
         | PartitionId | ReplicaId | OptimizationBarrier => false,
         Abs | Cos | Sign | Sin | Tan => complex,
-        Divide | Remainder => {
-            !(n.shape.element_type().is_integral() || float && n.opcode == Divide)
-        }
+        Divide | Remainder => !(n.info.ety.is_integral() || float && n.opcode == Divide),
         Sqrt | Rsqrt | Exp => !float,
         _ => true,
     }
@@ -176,14 +174,13 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
     match n.opcode {
         Opcode::Broadcast | Opcode::Iota | Opcode::Bitcast => true,
-        Opcode::Constant => n.shape.element_count() <= 1,
+        Opcode::Constant => n.info.elems <= 1,
         Opcode::Convert => {
             let o = n
                 .operands
                 .first()
-                .map(|&o| fc.nodes[o as usize].shape.element_type().bit_width());
-            o.map(|b| n.shape.element_type().bit_width() > b)
-                .unwrap_or(false)
+                .map(|&o| fc.nodes[o as usize].info.ety.bit_width());
+            o.map(|b| n.info.ety.bit_width() > b).unwrap_or(false)
         }
         _ => false,
     }
@@ -193,14 +190,14 @@ fn always_duplicable(fc: &FComp<'_>, x: u32) -> bool {
 fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
     let out_rank = n.rank();
-    let out_elems = n.shape.element_count();
+    let out_elems = n.info.elems;
     let mut big = 0;
     let mut total: u64 = 0;
     for &o in &n.operands {
         let on = &fc.nodes[o as usize];
-        total = total.saturating_add(on.shape.element_count());
+        total = total.saturating_add(on.info.elems);
         let trivial = matches!(on.opcode, Opcode::Broadcast | Opcode::Iota)
-            || (on.opcode == Opcode::Constant && on.shape.element_count() <= 1);
+            || (on.opcode == Opcode::Constant && on.info.elems <= 1);
         if !trivial && on.rank() >= out_rank {
             big += 1;
         }
@@ -211,7 +208,7 @@ fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
 /// Can `x` be fused into a consumer at all?
 fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    if is_opaque(n.opcode) || n.shape.as_array().is_none() {
+    if is_opaque(n.opcode) || !n.info.array {
         return false;
     }
     if is_physical_relayout(fc, x) {
@@ -223,7 +220,7 @@ fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
 /// Can `x` be the root a fusion grows from?
 fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.shape.as_array().is_some()
+    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.info.array
 }
 
 enum Verdict {
@@ -238,8 +235,11 @@ enum Verdict {
 struct Group {
     root: u32,
     members: Vec<u32>,
-    /// Distinct operands of members that are not members, in discovery order.
+    /// Distinct operands of members that are not members, in discovery order; may also
+    /// hold producers absorbed since (skip members when reading it).
     inputs: Vec<u32>,
+    /// Number of real inputs in `inputs`.
+    n_inputs: usize,
     mxu: u32,
     reductions: u32,
 }
@@ -271,6 +271,35 @@ struct Fuser<'f, 'a, 'c> {
     users_fusible: Vec<bool>,
     /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
     flags: Vec<u8>,
+    /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
+    heap: BinaryHeap<u64>,
+}
+
+/// Work buffers of the fusion pass, kept between compilations (see `PreparedModule`).
+#[derive(Default)]
+pub(crate) struct FusionScratch {
+    pos: Vec<u32>,
+    own_group: Vec<u32>,
+    tried: Vec<u32>,
+    reused: Vec<bool>,
+    ext: Vec<u32>,
+    clones: Vec<u32>,
+    member: Vec<u32>,
+    input: Vec<u32>,
+    users_fusible: Vec<bool>,
+    flags: Vec<u8>,
+    groups: Vec<Group>,
+    pool: Vec<Group>,
+    /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
+    heap: BinaryHeap<u64>,
+}
+
+/// `std::mem::take(v)` refilled with n copies of x (keeps the allocation).
+fn filled<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Vec<T> {
+    let mut v = std::mem::take(v);
+    v.clear();
+    v.resize(n, x);
+    v
 }
 
 const PRODUCER_OK: u8 = 1;
@@ -278,14 +307,12 @@ const EXPENSIVE: u8 = 2;
 const ALWAYS_DUP: u8 = 4;
 const CHEAP_DUP: u8 = 8;
 
-fn distinct(ops: &[u32]) -> SmallVec<[u32; 4]> {
-    let mut v: SmallVec<[u32; 4]> = SmallVec::new();
-    for &o in ops {
-        if !v.contains(&o) {
-            v.push(o);
-        }
-    }
-    v
+/// The operands without repeats, in order.
+fn distinct(ops: &[u32]) -> impl Iterator<Item = u32> + '_ {
+    ops.iter()
+        .enumerate()
+        .filter(move |&(i, o)| !ops[..i].contains(o))
+        .map(|(_, &o)| o)
 }
 
 impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
@@ -310,7 +337,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             self.member[m as usize] = s;
         }
         for &i in &gr.inputs {
-            self.input[i as usize] = s;
+            if self.member[i as usize] != s {
+                self.input[i as usize] = s;
+            }
         }
     }
 
@@ -321,6 +350,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             root,
             members: Vec::new(),
             inputs: Vec::new(),
+            n_inputs: 0,
             mxu: 0,
             reductions: 0,
         });
@@ -333,6 +363,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 gr.inputs.push(o);
             }
         }
+        gr.n_inputs = gr.inputs.len();
         gr.mxu = is_mxu(n.opcode) as u32;
         gr.reductions = is_reduction_hero(n.opcode) as u32;
         self.groups.push(gr);
@@ -352,9 +383,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
 
     /// Inputs of the current fusion `g` after absorbing producer `p`.
     fn inputs_after(&self, g: u32, p: u32) -> usize {
-        let mut n = self.groups[g as usize].inputs.len() - self.is_input(p) as usize;
-        for o in distinct(&self.node(p).operands) {
-            if !self.is_member(o) && !self.is_input(o) {
+        let mut n = self.groups[g as usize].n_inputs - self.is_input(p) as usize;
+        let ops = &self.fc.nodes[p as usize].operands;
+        for (i, &o) in ops.iter().enumerate() {
+            if !self.is_member(o) && !self.is_input(o) && !ops[..i].contains(&o) {
                 n += 1;
             }
         }
@@ -365,7 +397,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn add_member(&mut self, g: u32, p: u32, reused: bool) {
         let gi = g as usize;
         if self.is_input(p) {
-            self.groups[gi].inputs.retain(|&x| x != p);
+            // Left in `inputs` (skipped as a member); only the count changes.
+            self.groups[gi].n_inputs -= 1;
             self.input[p as usize] = 0;
             self.ext[p as usize] -= 1;
         }
@@ -376,10 +409,13 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let op = self.node(p).opcode;
         self.groups[gi].mxu += is_mxu(op) as u32;
         self.groups[gi].reductions += is_reduction_hero(op) as u32;
-        let ops = distinct(&self.node(p).operands);
-        for &o in &ops {
+        let fc = self.fc;
+        let ops: &[u32] = &fc.nodes[p as usize].operands;
+        for &o in ops {
+            // (a repeated operand is an input after its first occurrence)
             if !self.is_member(o) && !self.is_input(o) {
                 self.groups[gi].inputs.push(o);
+                self.groups[gi].n_inputs += 1;
                 self.input[o as usize] = self.stamp;
                 self.ext[o as usize] += 1;
             }
@@ -387,8 +423,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if self.ext[p as usize] == 0 {
             // Nobody reads the standalone producer any more.
             self.standalone[p as usize] = false;
-            for &o in &ops {
-                self.ext[o as usize] -= 1;
+            for (i, &o) in ops.iter().enumerate() {
+                if !ops[..i].contains(&o) {
+                    self.ext[o as usize] -= 1;
+                }
             }
         }
     }
@@ -396,8 +434,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// Phase 1: grow an output fusion from each dot/convolution through its single-use
     /// elementwise consumers.
     fn output_fusions(&mut self) {
-        let order = self.fc.order.clone();
-        for &h in &order {
+        let fc = self.fc;
+        for &h in &fc.order {
             if !is_mxu(self.node(h).opcode)
                 || !self.standalone[h as usize]
                 || self.own_group[h as usize] != NONE
@@ -419,12 +457,12 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     || !self.standalone[u as usize]
                     || self.own_group[u as usize] != NONE
                     || self.clones[u as usize] != 0
-                    || un.shape.as_array().is_none()
+                    || !un.info.array
                     || self.edge_flag(&self.cfg.no_fuse, cur, u)
                 {
                     break;
                 }
-                let mut n_inputs = self.groups[g as usize].inputs.len();
+                let mut n_inputs = self.groups[g as usize].n_inputs;
                 for o in distinct(&un.operands) {
                     if o != cur && !self.is_member(o) && !self.is_input(o) {
                         n_inputs += 1;
@@ -435,11 +473,13 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 }
                 // Merge the consumer's kernel into the fusion: it becomes the root.
                 let gi = g as usize;
-                for o in distinct(&self.node(u).operands) {
+                let fc = self.fc;
+                for o in distinct(&fc.nodes[u as usize].operands) {
                     if o == cur || self.is_member(o) || self.is_input(o) {
                         self.ext[o as usize] -= 1;
                     } else {
                         self.groups[gi].inputs.push(o);
+                        self.groups[gi].n_inputs += 1;
                         self.input[o as usize] = self.stamp;
                     }
                 }
@@ -459,6 +499,18 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn decide(&self, g: u32, p: u32) -> Verdict {
         let fc = self.fc;
         let pn = self.node(p);
+        let flags = self.flags[p as usize];
+        if self.cfg.force_fuse.is_empty()
+            && (self.cfg.policy == FusionPolicy::None
+                || p == fc.root
+                || flags & PRODUCER_OK == 0
+                || self.own_group[p as usize] != NONE
+                || is_mxu(pn.opcode))
+        {
+            // Without forced edges every rule below answers No to these; answer before
+            // looking for the readers.
+            return Verdict::No;
+        }
         let gr = &self.groups[g as usize];
         // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
@@ -502,7 +554,6 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             }
         };
         // Hard rules.
-        let flags = self.flags[p as usize];
         if p == fc.root || flags & PRODUCER_OK == 0 {
             return hard("the producer cannot be fused");
         }
@@ -523,23 +574,28 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return hard("it is the in-place buffer of its consumer");
             }
         }
-        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
-            return hard("the fusion would exceed 96 operands and outputs");
+        const TOO_MANY: &str = "the fusion would exceed 96 operands and outputs";
+        if forced {
+            if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+                return hard(TOO_MANY);
+            }
+            let reused = readers
+                .iter()
+                .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
+            return Verdict::Fuse { reused };
         }
+        // Heuristics (not forced: every failed rule answers No, so the order is free;
+        // the operand count, the dearest test, comes last).
         let reused = readers
             .iter()
             .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
         let dup = self.ext[p as usize] > self.is_input(p) as u32;
-        if forced {
-            return Verdict::Fuse { reused };
-        }
-        // Heuristics.
         let expensive = flags & EXPENSIVE != 0;
         let aggressive = policy == FusionPolicy::Aggressive;
         if is_mxu(pn.opcode) {
             return Verdict::No; // dot/convolution heroes grow in phase 1 only
         }
-        if pn.opcode == Opcode::Constant && (pn.shape.element_count() > 1 || gr.members.len() < 2) {
+        if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
             return Verdict::No;
         }
         if expensive && reused {
@@ -574,15 +630,18 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
+        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+            return Verdict::No;
+        }
         Verdict::Fuse { reused }
     }
 
     /// Phase 2: grow fusions from consumers, root first.
     fn producer_consumer(&mut self) {
-        let order = self.fc.order.clone();
-        let mut heap: BinaryHeap<(u32, u32)> = BinaryHeap::new();
+        let fc = self.fc;
+        let mut heap = std::mem::take(&mut self.heap);
         let mut stamp = 0u32;
-        for &x in order.iter().rev() {
+        for &x in fc.order.iter().rev() {
             if !self.standalone[x as usize] || !consumer_ok(self.fc, x) {
                 continue;
             }
@@ -600,9 +659,12 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             stamp += 1;
             heap.clear();
             for &o in &self.groups[g as usize].inputs {
-                heap.push((self.pos[o as usize], o));
+                if !self.is_member(o) {
+                    heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
+                }
             }
-            while let Some((_, p)) = heap.pop() {
+            while let Some(key) = heap.pop() {
+                let p = key as u32;
                 if self.tried[p as usize] == stamp
                     || !self.standalone[p as usize]
                     || self.is_member(p)
@@ -614,7 +676,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     Verdict::Fuse { reused } => {
                         self.add_member(g, p, reused);
                         for &o in &self.fc.nodes[p as usize].operands {
-                            heap.push((self.pos[o as usize], o));
+                            heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
                         }
                     }
                     Verdict::Refused(why) => {
@@ -637,8 +699,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                     .filter(|&o| {
                         let on = self.node(o);
                         on.opcode == Opcode::Constant
-                            && on.shape.element_count() <= 1
+                            && on.info.elems <= 1
                             && self.standalone[o as usize]
+                            && !self.is_member(o)
                     })
                     .collect();
                 for c in consts {
@@ -656,61 +719,98 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 self.own_group[x as usize] = NONE;
             }
         }
+        self.heap = heap;
     }
 }
 
-/// Plan the fusions of one laid-out computation.
-pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
+/// Plan the fusions of one laid-out computation into `out` (its buffers are reused).
+pub(crate) fn plan(
+    fc: &FComp<'_>,
+    cfg: &ResolvedConfig,
+    s: &mut FusionScratch,
+    out: &mut FusionPlan,
+) {
     let n = fc.nodes.len();
-    let mut pos = vec![0u32; n];
-    let mut standalone = vec![false; n];
+    let mut pos = filled(&mut s.pos, n, 0u32);
+    let mut standalone = filled(&mut out.standalone, n, false);
     for (k, &x) in fc.order.iter().enumerate() {
         pos[x as usize] = k as u32;
         standalone[x as usize] = true;
     }
+    // Recycle the groups of the previous plan, giving the member lists handed out in
+    // `out` back to groups that lost theirs.
+    let mut pool = std::mem::take(&mut s.pool);
+    pool.append(&mut s.groups);
+    let mut k = pool.len();
+    for gp in out.groups.drain(..) {
+        while k > 0 && pool[k - 1].members.capacity() > 0 {
+            k -= 1;
+        }
+        if k > 0 {
+            k -= 1;
+            pool[k].members = gp.members;
+        } else {
+            pool.push(Group {
+                root: 0,
+                members: gp.members,
+                inputs: Vec::new(),
+                n_inputs: 0,
+                mxu: 0,
+                reductions: 0,
+            });
+        }
+    }
+    let mut users_fusible = std::mem::take(&mut s.users_fusible);
+    users_fusible.clear();
+    users_fusible.extend(
+        fc.nodes
+            .iter()
+            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u))),
+    );
+    let mut flags = std::mem::take(&mut s.flags);
+    flags.clear();
+    flags.extend((0..n as u32).map(|x| {
+        let mut fl = 0;
+        if producer_ok(fc, x) {
+            fl |= PRODUCER_OK;
+        }
+        if is_expensive(&fc.nodes[x as usize]) {
+            fl |= EXPENSIVE;
+        }
+        if always_duplicable(fc, x) {
+            fl |= ALWAYS_DUP;
+        }
+        if cheap_to_duplicate(fc, x) {
+            fl |= CHEAP_DUP;
+        }
+        fl
+    }));
     let mut f = Fuser {
         fc,
         cfg,
         pos,
         standalone,
-        own_group: vec![NONE; n],
-        groups: Vec::new(),
-        tried: vec![0; n],
+        own_group: filled(&mut s.own_group, n, NONE),
+        groups: std::mem::take(&mut s.groups),
+        tried: filled(&mut s.tried, n, 0),
         notes: Vec::new(),
-        pool: Vec::new(),
-        reused: vec![false; n],
-        ext: vec![0; n],
-        clones: vec![0; n],
-        member: vec![0; n],
-        input: vec![0; n],
+        pool,
+        reused: filled(&mut s.reused, n, false),
+        ext: filled(&mut s.ext, n, 0),
+        clones: filled(&mut s.clones, n, 0),
+        member: filled(&mut s.member, n, 0),
+        input: filled(&mut s.input, n, 0),
         stamp: 0,
-        users_fusible: fc
-            .nodes
-            .iter()
-            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u)))
-            .collect(),
-        flags: (0..n as u32)
-            .map(|x| {
-                let mut fl = 0;
-                if producer_ok(fc, x) {
-                    fl |= PRODUCER_OK;
-                }
-                if is_expensive(&fc.nodes[x as usize]) {
-                    fl |= EXPENSIVE;
-                }
-                if always_duplicable(fc, x) {
-                    fl |= ALWAYS_DUP;
-                }
-                if cheap_to_duplicate(fc, x) {
-                    fl |= CHEAP_DUP;
-                }
-                fl
-            })
-            .collect(),
+        users_fusible,
+        flags,
+        heap: std::mem::take(&mut s.heap),
     };
     for &x in &fc.order {
-        for o in distinct(&fc.nodes[x as usize].operands) {
-            f.ext[o as usize] += 1;
+        let ops: &[u32] = &fc.nodes[x as usize].operands;
+        for (i, &o) in ops.iter().enumerate() {
+            if !ops[..i].contains(&o) {
+                f.ext[o as usize] += 1;
+            }
         }
     }
     f.ext[fc.root as usize] += 1;
@@ -721,14 +821,10 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         f.producer_consumer();
     }
     // Keep the fusions whose root survived and that are worth a fusion instruction.
-    let mut out = FusionPlan {
-        groups: Vec::new(),
-        group_at: vec![NONE; n],
-        standalone: Vec::new(),
-        notes: std::mem::take(&mut f.notes),
-    };
+    out.notes = std::mem::take(&mut f.notes);
+    refill(&mut out.group_at, n, NONE);
     for g in 0..f.groups.len() {
-        let gr = &f.groups[g];
+        let gr = &mut f.groups[g];
         if !f.standalone[gr.root as usize] || f.own_group[gr.root as usize] != g as u32 {
             continue;
         }
@@ -736,19 +832,37 @@ pub(crate) fn plan(fc: &FComp<'_>, cfg: &ResolvedConfig) -> FusionPlan {
         if gr.members.len() < 2 && !wrap_alone {
             continue;
         }
-        let mut members = gr.members.clone();
+        let mut members = std::mem::take(&mut gr.members);
         members.sort_unstable_by_key(|&m| f.pos[m as usize]);
-        let (kind, hero) = classify(fc, &members, gr.root);
-        out.group_at[gr.root as usize] = out.groups.len() as u32;
+        let root = gr.root;
+        let (kind, hero) = classify(fc, &members, root);
+        out.group_at[root as usize] = out.groups.len() as u32;
         out.groups.push(GroupPlan {
-            root: gr.root,
+            root,
             members,
             kind,
             hero,
         });
     }
     out.standalone = f.standalone;
-    out
+    s.pos = f.pos;
+    s.own_group = f.own_group;
+    s.groups = f.groups;
+    s.tried = f.tried;
+    s.pool = f.pool;
+    s.reused = f.reused;
+    s.ext = f.ext;
+    s.clones = f.clones;
+    s.member = f.member;
+    s.input = f.input;
+    s.users_fusible = f.users_fusible;
+    s.flags = f.flags;
+    s.heap = f.heap;
+}
+
+fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    v.clear();
+    v.resize(n, x);
 }
 
 /// Fusion kind and hero of a member list (program order).

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use crate::ir::{ArrayShape, CompId, FusionKind, InstrId, Opcode, PrimitiveType};
 
 /// A tensor as stored: logical dims plus physical layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhysicalShape {
     /// Element type (serialized by name: `f32`, `bf16`, ...).
     #[serde(with = "type_name")]
@@ -26,6 +26,22 @@ pub struct PhysicalShape {
     pub physical_dims: SmallVec<[i64; 6]>,
     /// Bytes including tile padding (XLA `ArraySize`).
     pub bytes: u64,
+}
+
+impl Clone for PhysicalShape {
+    /// Copies the dim lists with `from_slice` (a `SmallVec`'s own `clone` goes element by
+    /// element; kernels clone many shapes).
+    fn clone(&self) -> Self {
+        PhysicalShape {
+            element_type: self.element_type,
+            element_bits: self.element_bits,
+            dims: SmallVec::from_slice(&self.dims),
+            minor_to_major: SmallVec::from_slice(&self.minor_to_major),
+            tiles: self.tiles.iter().map(|t| SmallVec::from_slice(t)).collect(),
+            physical_dims: SmallVec::from_slice(&self.physical_dims),
+            bytes: self.bytes,
+        }
+    }
 }
 
 impl PhysicalShape {
@@ -70,12 +86,12 @@ impl PhysicalShape {
         PhysicalShape {
             element_type: a.element_type,
             element_bits: bits,
-            dims: a.dims.clone(),
+            dims: SmallVec::from_slice(&a.dims),
             physical_dims: tiling::physical_dims(&a.dims, m2m),
-            minor_to_major: m2m.iter().copied().collect(),
+            minor_to_major: SmallVec::from_slice(m2m),
             bytes: tiling::padded_elements(&a.dims, m2m, &t)
                 .saturating_mul(a.element_type.byte_size()),
-            tiles: t.iter().map(|t| t.dims.iter().copied().collect()).collect(),
+            tiles: t.iter().map(|t| SmallVec::from_slice(&t.dims)).collect(),
         }
     }
 

@@ -172,11 +172,29 @@ enum Role {
     Other,
 }
 
+/// A copy of a layout (`from_slice` copies in one go; a `SmallVec`'s `clone` goes
+/// element by element).
+#[inline]
+fn dup(d: &[i64]) -> Dims {
+    Dims::from_slice(d)
+}
+
+/// Work buffers of layout assignment, kept between compilations.
+#[derive(Default)]
+pub(crate) struct LayoutScratch {
+    base: Vec<u32>,
+    ranks: Vec<u8>,
+    lay: Vec<Option<Dims>>,
+    stack: Vec<u32>,
+}
+
 struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
-    /// Rank of each array leaf of each node.
-    ranks: Vec<SmallVec<[u8; 1]>>,
-    lay: Vec<SmallVec<[Option<Dims>; 1]>>,
+    /// Leaves of node x are `base[x]..base[x + 1]` in `ranks` and `lay`.
+    base: Vec<u32>,
+    /// Rank of each array leaf.
+    ranks: Vec<u8>,
+    lay: Vec<Option<Dims>>,
     /// (user, slot) → required operand leaves.
     reqs: HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<Leaves>,
@@ -191,23 +209,34 @@ impl<'s, 'a> Solver<'s, 'a> {
         &self.fc.nodes[x as usize]
     }
 
+    /// Number of array leaves of node x.
+    fn nl(&self, x: u32) -> usize {
+        (self.base[x as usize + 1] - self.base[x as usize]) as usize
+    }
+
+    /// Index of leaf `leaf` of x in `ranks` / `lay`.
+    fn at(&self, x: u32, leaf: usize) -> Option<usize> {
+        let b = *self.base.get(x as usize)? as usize;
+        let e = *self.base.get(x as usize + 1)? as usize;
+        (b + leaf < e).then_some(b + leaf)
+    }
+
     fn leaf_rank(&self, x: u32, leaf: usize) -> Option<usize> {
-        self.ranks.get(x as usize)?.get(leaf).map(|&r| r as usize)
+        self.at(x, leaf).map(|i| self.ranks[i] as usize)
     }
 
     /// Set one leaf if it is unset (and the layout fits); schedule propagation.
     fn set(&mut self, x: u32, leaf: usize, m2m: &[i64]) {
-        let Some(rank) = self.leaf_rank(x, leaf) else {
+        let Some(i) = self.at(x, leaf) else {
             return;
         };
-        if m2m.len() != rank {
+        if m2m.len() != self.ranks[i] as usize {
             return;
         }
-        if let Some(slot) = self.lay.get_mut(x as usize).and_then(|v| v.get_mut(leaf)) {
-            if slot.is_none() {
-                *slot = Some(m2m.iter().copied().collect());
-                self.stack.push(x);
-            }
+        let slot = &mut self.lay[i];
+        if slot.is_none() {
+            *slot = Some(dup(m2m));
+            self.stack.push(x);
         }
     }
 
@@ -218,16 +247,16 @@ impl<'s, 'a> Solver<'s, 'a> {
     }
 
     fn get(&self, x: u32, leaf: usize) -> Option<&Dims> {
-        self.lay.get(x as usize)?.get(leaf)?.as_ref()
+        self.lay[self.at(x, leaf)?].as_ref()
     }
 
     /// Layout operand `slot` of `u` is read in: its requirement if any, else its definition's.
     fn operand_layout(&self, u: u32, slot: usize) -> Option<Dims> {
         if let Some(r) = self.reqs.get(&(u, slot as u32)) {
-            return r.first().cloned();
+            return r.first().map(|d| dup(d));
         }
         let o = *self.node(u).operands.get(slot)?;
-        self.get(o, 0).cloned()
+        self.get(o, 0).map(|d| dup(d))
     }
 
     fn drain(&mut self) {
@@ -239,7 +268,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                     // Only the elements that are x changed.
                     let mut off = 0;
                     for &o in &fc.nodes[u as usize].operands {
-                        let k = self.lay[o as usize].len();
+                        let k = self.nl(o);
                         if o == x {
                             for i in 0..k {
                                 self.link(o, i, u, off + i);
@@ -254,7 +283,8 @@ impl<'s, 'a> Solver<'s, 'a> {
             if self.body_link {
                 if x == self.param0 {
                     let root = self.fc.root;
-                    let leaves: Vec<Option<Dims>> = self.lay[x as usize].to_vec();
+                    let leaves: Vec<Option<Dims>> =
+                        (0..self.nl(x)).map(|i| self.get(x, i).cloned()).collect();
                     for (i, l) in leaves.into_iter().enumerate() {
                         if let Some(l) = l {
                             self.set(root, i, &l);
@@ -263,7 +293,8 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
                 if x == self.fc.root && self.param0 != NONE {
                     let p = self.param0;
-                    let leaves: Vec<Option<Dims>> = self.lay[x as usize].to_vec();
+                    let leaves: Vec<Option<Dims>> =
+                        (0..self.nl(x)).map(|i| self.get(x, i).cloned()).collect();
                     for (i, l) in leaves.into_iter().enumerate() {
                         if let Some(l) = l {
                             self.set(p, i, &l);
@@ -287,13 +318,13 @@ impl<'s, 'a> Solver<'s, 'a> {
                 if r == 0 {
                     return;
                 }
-                let nleaves = self.lay[u as usize].len();
+                let nleaves = self.nl(u);
                 // First known layout among the linked buffers.
                 let mut known: Option<Dims> = None;
                 for i in 0..nleaves {
                     if self.leaf_rank(u, i) == Some(r) {
                         if let Some(l) = self.get(u, i) {
-                            known = Some(l.clone());
+                            known = Some(dup(l));
                             break;
                         }
                     }
@@ -301,9 +332,9 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let ops = &n.operands;
                 if known.is_none() {
                     for &o in ops {
-                        if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
+                        if fc.nodes[o as usize].array_rank() == Some(r) {
                             if let Some(l) = self.get(o, 0) {
-                                known = Some(l.clone());
+                                known = Some(dup(l));
                                 break;
                             }
                         }
@@ -316,7 +347,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                     }
                 }
                 for &o in ops {
-                    if fc.nodes[o as usize].shape.as_array().map(|a| a.rank()) == Some(r) {
+                    if fc.nodes[o as usize].array_rank() == Some(r) {
                         self.set(o, 0, &l);
                     }
                 }
@@ -324,7 +355,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             Class::Tuple => {
                 let mut off = 0;
                 for &o in &n.operands {
-                    let k = self.lay[o as usize].len();
+                    let k = self.nl(o);
                     for i in 0..k {
                         self.link(o, i, u, off + i);
                     }
@@ -346,7 +377,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             }
             Class::Identity => {
                 let Some(&o) = n.operands.first() else { return };
-                let k = self.lay[o as usize].len().min(self.lay[u as usize].len());
+                let k = self.nl(o).min(self.nl(u));
                 for i in 0..k {
                     self.link(o, i, u, i);
                 }
@@ -356,7 +387,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                     return;
                 };
                 let Some(&o) = n.operands.first() else { return };
-                let out = self.get(u, 0).cloned();
+                let out = self.get(u, 0).map(|d| dup(d));
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
@@ -380,7 +411,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                     return;
                 };
                 let (from, to) = (&a.dims, &b.dims);
-                let out = self.get(u, 0).cloned();
+                let out = self.get(u, 0).map(|d| dup(d));
                 let inp = self.operand_layout(u, 0);
                 match (inp, out) {
                     (Some(i), None) => {
@@ -401,7 +432,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                 if self.get(o, 0).is_some() {
                     return;
                 }
-                let Some(out) = self.get(u, 0).cloned() else {
+                let Some(out) = self.get(u, 0).map(|d| dup(d)) else {
                     return;
                 };
                 let empty = Dims::new();
@@ -445,12 +476,12 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn link(&mut self, a: u32, i: usize, b: u32, j: usize) {
         match (self.get(a, i).is_some(), self.get(b, j).is_some()) {
             (true, false) => {
-                if let Some(l) = self.get(a, i).cloned() {
+                if let Some(l) = self.get(a, i).map(|d| dup(d)) {
                     self.set(b, j, &l);
                 }
             }
             (false, true) => {
-                if let Some(l) = self.get(b, j).cloned() {
+                if let Some(l) = self.get(b, j).map(|d| dup(d)) {
                     self.set(a, i, &l);
                 }
             }
@@ -538,7 +569,11 @@ fn dot_canonical(rank: usize, batch: &[i64], contracting: &[i64]) -> Dims {
 }
 
 /// Run layout assignment on every flattened computation; returns counters.
-pub(crate) fn assign(flat: &mut Flat<'_>, cfg: &ResolvedConfig) -> LayoutStats {
+pub(crate) fn assign(
+    flat: &mut Flat<'_>,
+    cfg: &ResolvedConfig,
+    scratch: &mut LayoutScratch,
+) -> LayoutStats {
     let m = flat.module;
     // Boundary layouts of embedded computations (as written).
     let embedded = |c: CompId| -> CompLayouts {
@@ -595,7 +630,7 @@ pub(crate) fn assign(flat: &mut Flat<'_>, cfg: &ResolvedConfig) -> LayoutStats {
                 None => Some(embedded(c)),
             }
         };
-        let (cl, st) = solve_comp(flat, fi, &role, cfg, &boundary);
+        let (cl, st) = solve_comp(flat, fi, &role, cfg, &boundary, scratch);
         stats.copies += st.copies;
         stats.bitcasts += st.bitcasts;
         done[fi] = Some(cl);
@@ -688,30 +723,37 @@ fn solve_comp(
     role: &Role,
     cfg: &ResolvedConfig,
     boundary: &dyn Fn(CompId) -> Option<CompLayouts>,
+    scratch: &mut LayoutScratch,
 ) -> (CompLayouts, LayoutStats) {
     let m = flat.module;
     let fc = &flat.comps[fi];
-    let lay: Vec<SmallVec<[Option<Dims>; 1]>> = fc
-        .nodes
-        .iter()
-        .map(|n| SmallVec::from_elem(None, leaf_count(&n.shape)))
-        .collect();
     let param0 = fc.params.first().copied().unwrap_or(NONE);
-    let ranks: Vec<SmallVec<[u8; 1]>> = fc
-        .nodes
-        .iter()
-        .map(|n| match &*n.shape {
-            Shape::Array(a) => SmallVec::from_elem(a.rank() as u8, 1),
-            s => leaf_shapes(s).iter().map(|a| a.rank() as u8).collect(),
-        })
-        .collect();
+    let mut base = std::mem::take(&mut scratch.base);
+    let mut ranks = std::mem::take(&mut scratch.ranks);
+    let mut lay = std::mem::take(&mut scratch.lay);
+    base.clear();
+    ranks.clear();
+    for n in &fc.nodes {
+        base.push(ranks.len() as u32);
+        if n.info.array {
+            ranks.push(n.info.rank as u8);
+        } else {
+            ranks.extend(leaf_shapes(&n.shape).iter().map(|a| a.rank() as u8));
+        }
+    }
+    base.push(ranks.len() as u32);
+    lay.clear();
+    lay.resize(ranks.len(), None);
+    let mut stack = std::mem::take(&mut scratch.stack);
+    stack.clear();
     let mut s = Solver {
         fc,
+        base,
         ranks,
         lay,
         reqs: HashMap::default(),
         root_req: None,
-        stack: Vec::new(),
+        stack,
         body_link: matches!(role, Role::Body) && param0 != NONE,
         param0,
     };
@@ -915,7 +957,7 @@ fn solve_comp(
                         continue;
                     };
                     let rank = s.node(o).rank();
-                    let cur = s.get(o, 0).cloned();
+                    let cur = s.get(o, 0).map(|d| dup(d));
                     let rm = row_major(rank);
                     let want = match cur {
                         Some(c) if dot_layout_ok(&c, batch, contracting) => c,
@@ -931,7 +973,7 @@ fn solve_comp(
 
     // 5. Row-major for the rest, in program order.
     for &x in &order {
-        let nl = s.lay[x as usize].len();
+        let nl = s.nl(x);
         for i in 0..nl {
             if s.get(x, i).is_none() {
                 let r = s.leaf_rank(x, i).unwrap_or(0);
@@ -944,24 +986,33 @@ fn solve_comp(
     // Body results must come back in the parameter layout.
     if let Role::Body = role {
         if param0 != NONE {
-            let l: Leaves = s.lay[param0 as usize]
-                .iter()
-                .map(|x| x.clone().unwrap_or_default())
+            let l: Leaves = (0..s.nl(param0))
+                .map(|i| s.get(param0, i).cloned().unwrap_or_default())
                 .collect();
             s.root_req = Some(l);
         }
     }
 
     let Solver {
-        lay,
+        base,
+        ranks,
+        mut lay,
         reqs,
         root_req,
+        stack,
         ..
     } = s;
     let fc = &mut flat.comps[fi];
-    for (n, l) in fc.nodes.iter_mut().zip(lay) {
-        n.layouts = l.into_iter().map(|x| x.unwrap_or_default()).collect();
+    for (x, n) in fc.nodes.iter_mut().enumerate() {
+        let leaves = &mut lay[base[x] as usize..base[x + 1] as usize];
+        n.layouts.clear();
+        n.layouts
+            .extend(leaves.iter_mut().map(|l| l.take().unwrap_or_default()));
     }
+    scratch.base = base;
+    scratch.ranks = ranks;
+    scratch.lay = lay;
+    scratch.stack = stack;
     // A tuple has no buffer of its own here: its leaves are its operands'.
     for k in 0..fc.order.len() {
         let x = fc.order[k] as usize;
@@ -1042,7 +1093,7 @@ fn requirement<'r>(
         return None;
     }
     let o = &fc.nodes[*n.operands.get(slot)? as usize];
-    if o.shape.as_array().map(|a| a.rank()) == Some(r) {
+    if o.array_rank() == Some(r) {
         Some(out)
     } else {
         None
@@ -1075,21 +1126,25 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
         if fc.nodes[o as usize].layouts.as_slice() == want {
             return o;
         }
+        if fc.nodes[o as usize].info.array {
+            let Some(w) = want.first() else { return o };
+            let key = (o, dup(w));
+            if let Some(&c) = self.memo.get(&key) {
+                return c;
+            }
+            let name = self.names.fresh("copy");
+            // The copy has the operand's (logical) shape: share it.
+            let shape = fc.nodes[o as usize].shape.clone();
+            let mut node = FNode::synthetic_with(Opcode::Copy, shape, &[o], name);
+            node.layouts = SmallVec::from_elem(dup(w), 1);
+            let id = self.push(fc, node);
+            self.memo.insert(key, id);
+            stats.copies += 1;
+            return id;
+        }
         let shape: Shape = (*fc.nodes[o as usize].shape).clone();
         match &shape {
-            Shape::Array(_) => {
-                let Some(w) = want.first() else { return o };
-                if let Some(&c) = self.memo.get(&(o, w.clone())) {
-                    return c;
-                }
-                let name = self.names.fresh("copy");
-                let mut node = FNode::synthetic(Opcode::Copy, shape.clone(), &[o], name);
-                node.layouts = SmallVec::from_elem(w.clone(), 1);
-                let id = self.push(fc, node);
-                self.memo.insert((o, w.clone()), id);
-                stats.copies += 1;
-                id
-            }
+            Shape::Array(_) => o,
             Shape::Tuple(elems) => {
                 let mut parts: SmallVec<[u32; 4]> = SmallVec::new();
                 let mut off = 0;

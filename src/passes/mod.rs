@@ -120,11 +120,26 @@ pub fn compile_kernels(
 
 /// A module prepared for many compilations (the dataset generator's loop): node
 /// numbering, call inlining and the name index are done once. `Sync`: share it across
-/// threads and compile different configurations in parallel.
+/// threads and compile different configurations in parallel. It keeps the work buffers
+/// of finished compilations (a few MB per thread that compiled at the same time) for
+/// the next ones until it is dropped.
 pub struct PreparedModule<'m> {
     module: &'m Module,
     flat: flat::Flat<'m>,
     names: std::sync::OnceLock<config::Names<'m>>,
+    /// Work buffers of finished compilations, reused by the next ones (one per thread
+    /// compiling at the same time): a compilation touches a few MB of scratch memory,
+    /// and reusing it avoids the allocator handing fresh pages back and forth.
+    pool: std::sync::Mutex<Vec<Scratch<'m>>>,
+}
+
+/// Reusable work buffers of one compilation.
+struct Scratch<'m> {
+    flat: flat::Flat<'m>,
+    emit: emit::EmitScratch,
+    fusion: fusion::FusionScratch,
+    plans: Vec<fusion::FusionPlan>,
+    layout: layout::LayoutScratch,
 }
 
 impl<'m> PreparedModule<'m> {
@@ -134,6 +149,7 @@ impl<'m> PreparedModule<'m> {
             module,
             flat: flat::Flat::build(module)?,
             names: std::sync::OnceLock::new(),
+            pool: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -182,15 +198,57 @@ impl<'m> PreparedModule<'m> {
         let module = self.module;
         let resolved = config::resolve(module, &self.flat.table, config, &self.names)?;
         check_overrides(&self.flat, &resolved, module)?;
-        let mut flat = self.flat.clone();
-        let lstats = layout::assign(&mut flat, &resolved);
-        let plans: Vec<fusion::FusionPlan> = flat
-            .comps
-            .iter()
-            .map(|fc| fusion::plan(fc, &resolved))
-            .collect();
+        let mut scratch = self.take_scratch();
+        let result = self.run_in(&mut scratch, &resolved, config, dry);
+        self.give_back(scratch);
+        result
+    }
+
+    fn take_scratch(&self) -> Scratch<'m> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        match pooled {
+            Some(mut s) => {
+                s.flat.clone_from(&self.flat);
+                s
+            }
+            None => Scratch {
+                flat: self.flat.clone(),
+                emit: Default::default(),
+                fusion: Default::default(),
+                plans: Vec::new(),
+                layout: Default::default(),
+            },
+        }
+    }
+
+    fn give_back(&self, s: Scratch<'m>) {
+        if let Ok(mut p) = self.pool.lock() {
+            p.push(s);
+        }
+    }
+
+    fn run_in(
+        &self,
+        scratch: &mut Scratch<'m>,
+        resolved: &config::ResolvedConfig,
+        config: &CompilationConfig,
+        dry: bool,
+    ) -> Result<RunOutput, CompileError> {
+        let module = self.module;
+        let Scratch {
+            flat,
+            emit: es,
+            fusion: fs,
+            plans,
+            layout: ls,
+        } = scratch;
+        let lstats = layout::assign(flat, resolved, ls);
+        plans.resize_with(flat.comps.len(), Default::default);
+        for (fc, plan) in flat.comps.iter().zip(plans.iter_mut()) {
+            fusion::plan(fc, resolved, fs, plan);
+        }
         let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-        let emitted = emit::emit(&mut flat, &plans, dry)?;
+        let emitted = emit::emit(flat, plans, dry, es)?;
         let mut kernels = emitted.kernels;
         apply_tiles(&mut kernels, config)?;
         let stats = CompileStats {

@@ -28,15 +28,16 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
 
 /// Physical dims, major → minor.
 pub fn physical_dims(dims: &[i64], m2m: &[i64]) -> Dims {
-    m2m.iter()
-        .rev()
-        .map(|&d| dims.get(d as usize).copied().unwrap_or(1))
-        .collect()
+    let mut out = Dims::new();
+    for &d in m2m.iter().rev() {
+        out.push(dims.get(d as usize).copied().unwrap_or(1));
+    }
+    out
 }
 
 fn tile(d: &[i64]) -> Tile {
     Tile {
-        dims: d.iter().copied().collect(),
+        dims: SmallVec::from_slice(d),
     }
 }
 
@@ -118,7 +119,7 @@ pub fn tpu_tiles(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> SmallVec<[Tile
 /// A TPU layout (minor_to_major plus tiles).
 pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
     Layout {
-        minor_to_major: m2m.iter().copied().collect(),
+        minor_to_major: Dims::from_slice(m2m),
         tiles: tpu_tiles(et, dims, m2m).into_vec(),
         ..Default::default()
     }
