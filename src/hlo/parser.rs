@@ -260,6 +260,8 @@ struct CompSpan {
     end: usize,
     /// Offsets (in the body) of newlines at bracket depth 0: candidate batch boundaries.
     line_breaks: Vec<usize>,
+    /// Every newline from `start` to `body_close` (in strings and comments too).
+    newlines: usize,
 }
 
 /// Instruction lines per batch handed to pest (bounds its token queue).
@@ -274,18 +276,31 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
     let mut depth = 0usize;
     let mut body_open = None;
     let mut line_breaks = Vec::new();
+    let mut newlines = 0usize;
+    let count = |r: &[u8]| memchr::memchr_iter(b'\n', r).count();
     loop {
         i = next_special(b, i);
         if i >= b.len() {
             break;
         }
         match b[i] {
-            b'"' => i = string_end(b, i),
+            b'"' => {
+                let e = string_end(b, i);
+                newlines += count(&b[i..e.min(b.len())]);
+                i = e;
+            }
             b'/' if matches!(b.get(i + 1), Some(b'/') | Some(b'*')) => {
-                i = skip_space(src, i);
+                let j = skip_space(src, i);
+                newlines += count(&b[i..j]);
+                i = j;
                 continue;
             }
-            b'\n' if depth == 1 && body_open.is_some() => line_breaks.push(i),
+            b'\n' => {
+                newlines += 1;
+                if depth == 1 && body_open.is_some() {
+                    line_breaks.push(i);
+                }
+            }
             b'{' => {
                 if depth == 0 && body_open.is_none() {
                     let j = skip_space(src, i + 1);
@@ -316,6 +331,7 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
                             body_close: i,
                             end,
                             line_breaks,
+                            newlines,
                         });
                     }
                 }
@@ -386,28 +402,21 @@ fn read_computation(
         // A computation of one batch (most are): head, body and closing brace in one go.
         if let Some(all) = parse(Rule::fast_computation, span.start, span.end)? {
             // One instruction per line, each after `\n  `, then `\n}`: positions follow
-            // from the line structure when that accounts for every newline (one may
-            // hide in a string, a brace value or `parameter\n(0)`).
-            let text = &src.as_bytes()[span.start..span.end];
-            let instrs = all
-                .clone()
-                .filter(|p| p.as_rule() == Rule::fast_instruction)
-                .count();
-            let by_lines = memchr::memchr_iter(b'\n', text).count() == instrs + 1;
+            // from the line structure (checked below against the newline count).
             let mut line = cb.comp.line;
             for p in all {
                 if p.as_rule() == Rule::fast_instruction {
                     line += 1;
-                    let pos = if by_lines {
-                        Pos::Known(line, 3)
-                    } else {
-                        Pos::Count(lines)
-                    };
-                    b.add_instruction(p, &mut cb, &m.computations, pos)?;
+                    b.add_instruction(p, &mut cb, &m.computations, Pos::Known(line, 3))?;
                 } else {
                     head_item(p, &mut cb)?;
                 }
             }
+        }
+        // A newline inside a token (a string, a brace value, `parameter\n(0)`) breaks
+        // the one-line-per-instruction numbering: the general rules count instead.
+        if cb.comp.order.len() + 1 != span.newlines {
+            return Err(not_fast());
         }
         return b.finish_computation(cb);
     }
