@@ -854,7 +854,7 @@ impl<'a> Builder<'a> {
         let mut shape: Option<Shape> = None;
         let mut opcode = Opcode::Tuple;
         let mut wrapped = None;
-        let mut attrs = Attrs::default();
+        let mut attrs = Box::<Attrs>::default();
         let mut operands: SmallVec<[InstrId; 4]> = SmallVec::new();
         let mut op_at = start;
         let mut seen: SmallVec<[&'a str; 8]> = SmallVec::new();

@@ -24,7 +24,9 @@ pub struct Instruction {
     /// with `opcode` one of async-start / async-update / async-done.
     pub async_wrapped: Option<Opcode>,
     pub shape: Shape,
-    pub attrs: Attrs,
+    /// Boxed: attributes are large (about 650 bytes) and mostly empty; the box keeps an
+    /// instruction at about 250 bytes, so building and moving instructions is cheap.
+    pub attrs: Box<Attrs>,
     /// Source position (1-based line and column; 0 = unknown). Not part of equality.
     pub line: u32,
     pub col: u32,
@@ -37,7 +39,7 @@ impl Instruction {
             opcode,
             async_wrapped: None,
             shape,
-            attrs: Attrs::default(),
+            attrs: Box::default(),
             line: 0,
             col: 0,
         }
