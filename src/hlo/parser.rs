@@ -186,48 +186,80 @@ const SCAN_CLASS: [bool; 256] = {
     t
 };
 
-/// The first byte at or after `i` that a bracket scanner must look at.
+/// Finds, in order, the bytes a bracket scanner must look at (`SCAN_CLASS`). It keeps
+/// the bit mask of the sixteen-byte block it last compared, so consecutive special
+/// bytes in one block cost a mask step each rather than a new comparison.
+struct Specials<'b> {
+    b: &'b [u8],
+    base: usize,
+    mask: u32,
+}
+
+impl<'b> Specials<'b> {
+    fn new(b: &'b [u8]) -> Self {
+        Specials {
+            b,
+            base: usize::MAX,
+            mask: 0,
+        }
+    }
+
+    /// The first special byte at or after `i` (or the end of the text).
+    #[inline]
+    fn next(&mut self, mut i: usize) -> usize {
+        loop {
+            if i >= self.base && i - self.base < 16 {
+                let m = self.mask & (!0u32 << (i - self.base));
+                if m != 0 {
+                    return self.base + m.trailing_zeros() as usize;
+                }
+                i = self.base + 16;
+            }
+            if i + 16 > self.b.len() {
+                while i < self.b.len() && !SCAN_CLASS[self.b[i] as usize] {
+                    i += 1;
+                }
+                return i;
+            }
+            self.base = i;
+            self.mask = block_mask(self.b, i);
+        }
+    }
+}
+
+/// Bit k set when `b[i + k]` is special, for k in 0..16 (`i + 16 <= b.len()`).
 #[inline]
-fn next_special(b: &[u8], mut i: usize) -> usize {
+fn block_mask(b: &[u8], i: usize) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::*;
-        // Sixteen bytes per step, compared against the nine special bytes at once.
-        // SAFETY: SSE2 is part of the x86_64 baseline; every load reads b[i..i + 16],
-        // which the loop condition keeps in bounds, and is unaligned-safe.
+        // SAFETY: SSE2 is part of the x86_64 baseline; the load reads b[i..i + 16],
+        // which the caller keeps in bounds, and is unaligned-safe.
         unsafe {
             let set = |c: u8| _mm_set1_epi8(c as i8);
-            let (q, sl, nl) = (set(b'"'), set(b'/'), set(b'\n'));
-            let (lb, rb, lp, rp, ls, rs) = (
-                set(b'{'),
-                set(b'}'),
-                set(b'('),
-                set(b')'),
-                set(b'['),
-                set(b']'),
+            let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            let eq = |c: u8| _mm_cmpeq_epi8(v, set(c));
+            let m = _mm_or_si128(
+                _mm_or_si128(
+                    _mm_or_si128(eq(b'"'), eq(b'/')),
+                    _mm_or_si128(eq(b'\n'), eq(b'{')),
+                ),
+                _mm_or_si128(
+                    _mm_or_si128(eq(b'}'), eq(b'(')),
+                    _mm_or_si128(_mm_or_si128(eq(b')'), eq(b'[')), eq(b']')),
+                ),
             );
-            while i + 16 <= b.len() {
-                let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-                let eq = |c| _mm_cmpeq_epi8(v, c);
-                let m = _mm_or_si128(
-                    _mm_or_si128(_mm_or_si128(eq(q), eq(sl)), _mm_or_si128(eq(nl), eq(lb))),
-                    _mm_or_si128(
-                        _mm_or_si128(eq(rb), eq(lp)),
-                        _mm_or_si128(_mm_or_si128(eq(rp), eq(ls)), eq(rs)),
-                    ),
-                );
-                let mask = _mm_movemask_epi8(m) as u32;
-                if mask != 0 {
-                    return i + mask.trailing_zeros() as usize;
-                }
-                i += 16;
-            }
+            _mm_movemask_epi8(m) as u32
         }
     }
-    while i < b.len() && !SCAN_CLASS[b[i] as usize] {
-        i += 1;
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut m = 0u32;
+        for (k, &c) in b[i..i + 16].iter().enumerate() {
+            m |= (SCAN_CLASS[c as usize] as u32) << k;
+        }
+        m
     }
-    i
 }
 
 /// Skip whitespace and comments.
@@ -272,6 +304,7 @@ const BATCH_LINES: usize = 1024;
 /// signature's result shape). `None` for text that cannot be delimited.
 fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
     let b = src.as_bytes();
+    let mut specials = Specials::new(b);
     let mut i = start;
     let mut depth = 0usize;
     let mut body_open = None;
@@ -279,7 +312,7 @@ fn computation_span(src: &str, start: usize) -> Option<CompSpan> {
     let mut newlines = 0usize;
     let count = |r: &[u8]| memchr::memchr_iter(b'\n', r).count();
     loop {
-        i = next_special(b, i);
+        i = specials.next(i);
         if i >= b.len() {
             break;
         }
@@ -559,10 +592,11 @@ pub fn split_modules(src: &str) -> Vec<(usize, &str)> {
 /// them (so that 100,000 `{` is an error, not a stack overflow).
 fn check_nesting(file: &str, src: &str) -> Result<(), HloError> {
     let b = src.as_bytes();
+    let mut specials = Specials::new(b);
     let mut depth = 0usize;
     let mut i = 0usize;
     loop {
-        i = next_special(b, i);
+        i = specials.next(i);
         if i >= b.len() {
             break;
         }
