@@ -932,34 +932,29 @@ impl<'a> Builder<'a> {
                     }
                 }
                 Rule::fast_op => {
-                    // One token `opcode(%a, %b, /*index=2*/%c)`: split at the first `(`
-                    // and at `,`; each piece must be a name (after one optional blank and
-                    // the printer's `/*index=N*/`), so a list in any other form goes to
-                    // the general rules.
                     op_at = p.as_span().start();
+                    (opcode, wrapped) = fast_op(p.as_str(), names, &mut operands)?;
+                }
+                Rule::fast_line => {
+                    // `name = shape body`: the name and the shape hold no blank.
                     let t = p.as_str();
-                    let open = t.find('(').ok_or_else(not_fast)?;
-                    let (op, w) = opcode_of(&t[..open]).ok_or_else(not_fast)?;
-                    opcode = op;
-                    wrapped = w;
-                    let list = &t[open + 1..t.len() - 1];
-                    if !list.is_empty() {
-                        // Operand runs hold no `,`; the separators are `, `.
-                        for o in list.split(',') {
-                            let o = o.strip_prefix(' ').unwrap_or(o);
-                            let o = match o.strip_prefix("/*index=") {
-                                Some(r) => {
-                                    let (n, rest) = r.split_once("*/").ok_or_else(not_fast)?;
-                                    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
-                                        return Err(not_fast());
-                                    }
-                                    rest
-                                }
-                                None => o,
-                            };
-                            let oname = name_of_token(o).ok_or_else(not_fast)?;
-                            operands.push(*names.get(oname).ok_or_else(not_fast)?);
+                    let sp = t.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
+                    name = name_of_token(&t[..sp]).ok_or_else(not_fast)?;
+                    let rest = t.get(sp + 3..).ok_or_else(not_fast)?;
+                    let sp2 = rest.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
+                    shape = Some(scanned_shape(&rest[..sp2])?);
+                    let body = &rest[sp2 + 1..];
+                    op_at = p.as_span().start() + sp + 3 + sp2 + 1;
+                    let number = body
+                        .strip_prefix("parameter(")
+                        .and_then(|r| r.strip_suffix(')'))
+                        .filter(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+                    match number {
+                        Some(n) => {
+                            opcode = Opcode::Parameter;
+                            attrs.parameter_number = Some(n.parse().map_err(|_| not_fast())?);
                         }
+                        None => (opcode, wrapped) = fast_op(body, names, &mut operands)?,
                     }
                 }
                 Rule::op_body => {
@@ -1438,6 +1433,40 @@ fn name_of_token(t: &str) -> Option<&str> {
         [] => false,
     };
     ok.then(|| strip_pct(t))
+}
+
+/// A fast-path `opcode(%a, %b, /*index=2*/%c)`: split at the first `(` and at `,`; each
+/// piece must be a name (after one optional blank and the printer's `/*index=N*/`), so
+/// a list in any other form goes to the general rules.
+fn fast_op(
+    t: &str,
+    names: &NameMap<'_>,
+    operands: &mut SmallVec<[InstrId; 4]>,
+) -> Result<(Opcode, Option<Opcode>), HloError> {
+    let open = t.find('(').ok_or_else(not_fast)?;
+    let op = opcode_of(&t[..open]).ok_or_else(not_fast)?;
+    let list = t
+        .get(open + 1..t.len().saturating_sub(1))
+        .ok_or_else(not_fast)?;
+    if !list.is_empty() {
+        // Operand runs hold no `,`; the separators are `, `.
+        for o in list.split(',') {
+            let o = o.strip_prefix(' ').unwrap_or(o);
+            let o = match o.strip_prefix("/*index=") {
+                Some(r) => {
+                    let (n, rest) = r.split_once("*/").ok_or_else(not_fast)?;
+                    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
+                        return Err(not_fast());
+                    }
+                    rest
+                }
+                None => o,
+            };
+            let oname = name_of_token(o).ok_or_else(not_fast)?;
+            operands.push(*names.get(oname).ok_or_else(not_fast)?);
+        }
+    }
+    Ok(op)
 }
 
 /// An opcode name, or `X-start` / `X-update` / `X-done` sugar with the wrapped `X`.
