@@ -1443,27 +1443,41 @@ fn fast_op(
     names: &NameMap<'_>,
     operands: &mut SmallVec<[InstrId; 4]>,
 ) -> Result<(Opcode, Option<Opcode>), HloError> {
-    let open = t.find('(').ok_or_else(not_fast)?;
+    let b = t.as_bytes();
+    let open = memchr::memchr(b'(', b).ok_or_else(not_fast)?;
     let op = opcode_of(&t[..open]).ok_or_else(not_fast)?;
-    let list = t
-        .get(open + 1..t.len().saturating_sub(1))
+    // The list runs from after `(` to the final `)`.
+    let end = b
+        .len()
+        .checked_sub(1)
+        .filter(|&e| e > open)
         .ok_or_else(not_fast)?;
-    if !list.is_empty() {
-        // Operand runs hold no `,`; the separators are `, `.
-        for o in list.split(',') {
-            let o = o.strip_prefix(' ').unwrap_or(o);
-            let o = match o.strip_prefix("/*index=") {
-                Some(r) => {
-                    let (n, rest) = r.split_once("*/").ok_or_else(not_fast)?;
-                    if n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
-                        return Err(not_fast());
-                    }
-                    rest
-                }
-                None => o,
-            };
-            let oname = name_of_token(o).ok_or_else(not_fast)?;
-            operands.push(*names.get(oname).ok_or_else(not_fast)?);
+    let mut i = open + 1;
+    while i < end {
+        // One piece: up to the next `,` (operand runs hold none) or the end.
+        let stop = memchr::memchr(b',', &b[i..end]).map_or(end, |k| i + k);
+        let mut s = i;
+        if b[s] == b' ' && s > open + 1 {
+            s += 1;
+        }
+        if b[s..stop].starts_with(b"/*index=") {
+            let digits_end = s
+                + 8
+                + b[s + 8..stop]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+            if digits_end == s + 8 || !b[digits_end..stop].starts_with(b"*/") {
+                return Err(not_fast());
+            }
+            s = digits_end + 2;
+        }
+        let oname = name_of_token(&t[s..stop]).ok_or_else(not_fast)?;
+        operands.push(*names.get(oname).ok_or_else(not_fast)?);
+        i = stop + 1;
+        if i == end {
+            // A trailing `,` leaves an empty last piece: not a valid list.
+            return Err(not_fast());
         }
     }
     Ok(op)
