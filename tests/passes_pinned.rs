@@ -6,19 +6,13 @@
 //! the test prints the complete table of current values (to re-pin after an intended
 //! change of behaviour or of the HLO printer).
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::passes::{CompilationConfig, PreparedModule};
 
-fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if p.join("hlo_corpus").is_dir() {
-        return Some(p);
-    }
-    std::env::var_os("TPUSIM_SHARED")
-        .map(PathBuf::from)
-        .filter(|p| p.join("hlo_corpus").is_dir())
+fn shared() -> Option<std::path::PathBuf> {
+    common::shared_dir().filter(|p| p.join("hlo_corpus").is_dir())
 }
 
 /// 64-bit FNV-1a (stable across platforms and Rust versions).
