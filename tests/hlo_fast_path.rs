@@ -150,3 +150,29 @@ fn newlines_inside_tokens_keep_positions() {
         assert_eq!((root.line, root.col), (expected, 3), "{body:?}");
     }
 }
+
+#[test]
+fn compiled_modules_with_tiled_layouts_agree() {
+    // Our own compiler's output: fusions, copies, bitcasts and TPU-tiled layouts
+    // (`{1,0:T(8,128)}`), which the fast path checks through the grammar's shape rule.
+    for f in common::sample_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        if text.len() > 100_000 {
+            continue;
+        }
+        let m = parse_module("in", &text).unwrap();
+        for seed in [None, Some(3)] {
+            let cfg = match seed {
+                None => tpusim::passes::CompilationConfig::default(),
+                Some(s) => tpusim::passes::CompilationConfig::random_layouts(&m, s),
+            };
+            let compiled = tpusim::passes::compile(&m, &cfg).unwrap();
+            let printed = tpusim::hlo::print_module(&compiled.module);
+            assert!(printed.contains(":T("), "{}: no tiled layout", f.display());
+            let name = format!("{} compiled {seed:?}", f.display());
+            agree(&name, &printed).unwrap();
+            let (_, st) = parse_module_stats(&name, &printed).unwrap();
+            assert_eq!(st.general, 0, "{name}: {st:?}");
+        }
+    }
+}
