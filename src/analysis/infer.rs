@@ -39,6 +39,19 @@ struct Cx<'a> {
     ops: SmallVec<[&'a Shape; 4]>,
 }
 
+/// A per-dimension attribute (`slice`, `padding`): present, with one entry per
+/// dimension of an operand of rank `rank`.
+fn per_dimension<'a, T>(v: Option<&'a [T]>, name: &'static str, rank: usize) -> R<&'a [T]> {
+    let v = v.ok_or(ShapeError::MissingAttribute(name))?;
+    if v.len() != rank {
+        return invalid(format!(
+            "{name} has {} dimensions, operand has rank {rank}",
+            v.len()
+        ));
+    }
+    Ok(v)
+}
+
 fn invalid<T>(msg: impl Into<String>) -> R<T> {
     Err(ShapeError::Invalid(msg.into()))
 }
@@ -860,19 +873,7 @@ impl<'a> Cx<'a> {
     fn slice(&self) -> R<Shape> {
         self.count(1)?;
         let a = self.arr(0)?;
-        let sl = self
-            .instr
-            .attrs
-            .slice
-            .as_ref()
-            .ok_or(ShapeError::MissingAttribute("slice"))?;
-        if sl.len() != a.rank() {
-            return invalid(format!(
-                "slice has {} dimensions, operand has rank {}",
-                sl.len(),
-                a.rank()
-            ));
-        }
+        let sl = per_dimension(self.instr.attrs.slice.as_deref(), "slice", a.rank())?;
         let mut dims = Dims::new();
         for (i, s) in sl.iter().enumerate() {
             let size = a.dims[i];
@@ -982,19 +983,7 @@ impl<'a> Cx<'a> {
         if v.rank() != 0 {
             return invalid("the padding value must be a scalar");
         }
-        let p = self
-            .instr
-            .attrs
-            .padding
-            .as_ref()
-            .ok_or(ShapeError::MissingAttribute("padding"))?;
-        if p.len() != a.rank() {
-            return invalid(format!(
-                "padding has {} dimensions, operand has rank {}",
-                p.len(),
-                a.rank()
-            ));
-        }
+        let p = per_dimension(self.instr.attrs.padding.as_deref(), "padding", a.rank())?;
         let mut dims = Dims::new();
         for (i, (pd, &d)) in p.iter().zip(a.dims.iter()).enumerate() {
             if pd.interior < 0 {
