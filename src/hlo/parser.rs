@@ -888,7 +888,9 @@ impl<'a> Builder<'a> {
         let mut shape: Option<Shape> = None;
         let mut opcode = Opcode::Tuple;
         let mut wrapped = None;
-        let mut attrs = Box::<Attrs>::default();
+        // Built in place and shared at the end (no copy-on-write checks while parsing).
+        let mut attrs = Attrs::default();
+        let mut has_attrs = false;
         let mut operands: SmallVec<[InstrId; 4]> = SmallVec::new();
         let mut op_at = start;
         let mut seen: SmallVec<[&'a str; 8]> = SmallVec::new();
@@ -915,6 +917,7 @@ impl<'a> Builder<'a> {
                     if let Some(lit) = p.into_inner().next() {
                         let t = lit.as_str();
                         attrs.literal = Some(t[1..t.len() - 1].trim().to_string());
+                        has_attrs = true;
                     }
                 }
                 Rule::parameter_body => {
@@ -929,6 +932,7 @@ impl<'a> Builder<'a> {
                             );
                         }
                         attrs.parameter_number = Some(v);
+                        has_attrs = true;
                     }
                 }
                 Rule::fast_op => {
@@ -953,6 +957,7 @@ impl<'a> Builder<'a> {
                         Some(n) => {
                             opcode = Opcode::Parameter;
                             attrs.parameter_number = Some(n.parse().map_err(|_| not_fast())?);
+                            has_attrs = true;
                         }
                         None => (opcode, wrapped) = fast_op(body, names, &mut operands)?,
                     }
@@ -1009,16 +1014,20 @@ impl<'a> Builder<'a> {
                 _ => {}
             }
         }
-        for p in attr_pairs {
-            let pieces = if p.as_rule() == Rule::fast_attrs {
-                self.fast_attr_pieces(&p)?
-            } else {
-                let at = p.as_span().start();
-                let (key, value, vat) = self.general_attribute(p)?;
-                smallvec::smallvec![(key, value, at, vat)]
-            };
-            for (key, value, at, vat) in pieces {
-                self.apply_attribute(key, value, at, vat, opcode, &mut attrs, &mut seen, comps)?;
+        if !attr_pairs.is_empty() {
+            has_attrs = true;
+            let attrs_mut: &mut Attrs = &mut attrs;
+            for p in attr_pairs {
+                let pieces = if p.as_rule() == Rule::fast_attrs {
+                    self.fast_attr_pieces(&p)?
+                } else {
+                    let at = p.as_span().start();
+                    let (key, value, vat) = self.general_attribute(p)?;
+                    smallvec::smallvec![(key, value, at, vat)]
+                };
+                for (key, value, at, vat) in pieces {
+                    self.apply_attribute(key, value, at, vat, opcode, attrs_mut, &mut seen, comps)?;
+                }
             }
         }
         if wrapped.is_none() {
@@ -1056,7 +1065,11 @@ impl<'a> Builder<'a> {
             opcode,
             async_wrapped: wrapped,
             shape,
-            attrs,
+            attrs: if has_attrs {
+                crate::ir::SharedAttrs::new(attrs)
+            } else {
+                crate::ir::SharedAttrs::default()
+            },
             line,
             col,
         };

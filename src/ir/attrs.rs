@@ -300,3 +300,128 @@ impl Attrs {
             .map(|(_, v)| v.as_str())
     }
 }
+
+/// An instruction's attributes, shared copy-on-write.
+///
+/// Reading goes through `Deref` (absent attributes read as [`Attrs::default`]); writing
+/// through `DerefMut` makes the attributes this instruction's own first (allocating
+/// them if there were none, copying them if they are shared). Cloning an instruction
+/// therefore costs a reference count, not a copy of ~650 bytes: the compiler clones
+/// every instruction of its input once or more per configuration, and most clones keep
+/// their attributes unchanged.
+#[derive(Clone, Default)]
+pub struct SharedAttrs(Option<std::sync::Arc<Attrs>>);
+
+static NO_ATTRS: std::sync::OnceLock<Attrs> = std::sync::OnceLock::new();
+
+impl SharedAttrs {
+    pub fn new(attrs: Attrs) -> Self {
+        SharedAttrs(Some(std::sync::Arc::new(attrs)))
+    }
+
+    /// Whether both hold the very same attributes (not just equal ones).
+    pub fn same_as(&self, other: &SharedAttrs) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl std::ops::Deref for SharedAttrs {
+    type Target = Attrs;
+    fn deref(&self) -> &Attrs {
+        match &self.0 {
+            Some(a) => a,
+            None => NO_ATTRS.get_or_init(Attrs::default),
+        }
+    }
+}
+
+impl std::ops::DerefMut for SharedAttrs {
+    fn deref_mut(&mut self) -> &mut Attrs {
+        std::sync::Arc::make_mut(
+            self.0
+                .get_or_insert_with(|| std::sync::Arc::new(Attrs::default())),
+        )
+    }
+}
+
+impl From<Attrs> for SharedAttrs {
+    fn from(a: Attrs) -> Self {
+        SharedAttrs::new(a)
+    }
+}
+
+impl PartialEq for SharedAttrs {
+    fn eq(&self, other: &SharedAttrs) -> bool {
+        self.same_as(other) || **self == **other
+    }
+}
+
+impl std::fmt::Debug for SharedAttrs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Serialize for SharedAttrs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (**self).serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedAttrs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Attrs::deserialize(d).map(SharedAttrs::new)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_attrs_copy_on_write() {
+        let empty = SharedAttrs::default();
+        assert_eq!(empty.parameter_number, None);
+        assert!(empty.called.is_empty());
+
+        let a = SharedAttrs::new(Attrs {
+            parameter_number: Some(3),
+            metadata: Some("op_name=\"x\"".into()),
+            ..Default::default()
+        });
+        let mut b = a.clone();
+        assert!(b.same_as(&a));
+        assert_eq!(b, a);
+
+        // Writing to the clone leaves the original alone.
+        b.parameter_number = Some(4);
+        assert!(!b.same_as(&a));
+        assert_eq!(a.parameter_number, Some(3));
+        assert_eq!(b.parameter_number, Some(4));
+        assert_eq!(b.metadata, a.metadata);
+        assert_ne!(a, b);
+
+        // Equal contents compare equal without being the same allocation.
+        let c = SharedAttrs::new((*a).clone());
+        assert!(!c.same_as(&a));
+        assert_eq!(c, a);
+        // An absent set of attributes equals an allocated default one.
+        assert_eq!(SharedAttrs::default(), SharedAttrs::new(Attrs::default()));
+    }
+
+    #[test]
+    fn shared_attrs_serialize_as_plain_attrs() {
+        let mut a = SharedAttrs::default();
+        // Written through `DerefMut`: allocates the attributes.
+        a.dimensions.replace(Dims::from_slice(&[1, 0]));
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(json, serde_json::to_string(&*a).unwrap());
+        let back: SharedAttrs = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.dimensions.as_deref(), Some(&[1i64, 0][..]));
+    }
+}

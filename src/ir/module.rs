@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
-use super::attrs::{Attrs, CompId};
+use super::attrs::{CompId, SharedAttrs};
 use super::opcode::Opcode;
 use super::shape::Shape;
 
@@ -24,9 +24,9 @@ pub struct Instruction {
     /// with `opcode` one of async-start / async-update / async-done.
     pub async_wrapped: Option<Opcode>,
     pub shape: Shape,
-    /// Boxed: attributes are large (about 650 bytes) and mostly empty; the box keeps an
-    /// instruction at about 250 bytes, so building and moving instructions is cheap.
-    pub attrs: Box<Attrs>,
+    /// Shared copy-on-write: attributes are large (about 650 bytes); behind a pointer an
+    /// instruction is about 250 bytes, and a clone shares them instead of copying.
+    pub attrs: SharedAttrs,
     /// Source position (1-based line and column; 0 = unknown). Not part of equality.
     pub line: u32,
     pub col: u32,
@@ -39,7 +39,7 @@ impl Instruction {
             opcode,
             async_wrapped: None,
             shape,
-            attrs: Box::default(),
+            attrs: SharedAttrs::default(),
             line: 0,
             col: 0,
         }

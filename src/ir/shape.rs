@@ -14,7 +14,7 @@ pub const UNBOUNDED_DIM: i64 = i64::MIN;
 /// One tile of a tiled layout, e.g. `(8,128)`; `*` (combine) is stored as -1.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Tile {
-    pub dims: SmallVec<[i64; 4]>,
+    pub dims: SmallVec<[i64; 2]>,
 }
 
 /// A physical layout: `{minor_to_major : T(..)(..) L(n) E(n) S(n) ...}`.
@@ -22,8 +22,9 @@ pub struct Tile {
 pub struct Layout {
     /// Physical dimension order, most-minor first.
     pub minor_to_major: Dims,
-    /// Tiles, outermost first (`T(8,128)(2,1)` = two tiles).
-    pub tiles: Vec<Tile>,
+    /// Tiles, outermost first (`T(8,128)(2,1)` = two tiles). Inline: TPU layouts have
+    /// one or two tiles of one or two dims, and the compiler builds one per array.
+    pub tiles: SmallVec<[Tile; 2]>,
     /// `L(n)`: tail padding alignment in elements (0 = unset).
     pub tail_padding_alignment: i64,
     /// `E(n)`: element size in bits (0 = the type's natural size).
@@ -66,6 +67,8 @@ pub struct ArrayShape {
 }
 
 /// An HLO shape.
+// Arrays are almost every shape; boxing them would cost an allocation per shape.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Shape {
     Array(ArrayShape),

@@ -14,8 +14,8 @@ use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
-    ArrayShape, Attrs, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode,
-    Shape,
+    ArrayShape, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
+    SharedAttrs,
 };
 
 /// Output of the emitter.
@@ -117,6 +117,7 @@ impl PhysCache {
     fn reset(&mut self, n: usize) {
         refill(&mut self.idx, n, NONE);
         self.store.clear();
+        self.store.reserve(n);
     }
 
     fn get(&mut self, fc: &FComp<'_>, x: u32) -> &[PhysicalShape] {
@@ -163,6 +164,8 @@ pub(crate) struct EmitScratch {
     new_ids: Vec<u32>,
     named: Vec<bool>,
     local: Vec<u32>,
+    /// `parameter_number = i` attributes of fusion parameters, shared by all of them.
+    param_attrs: Vec<SharedAttrs>,
 }
 
 fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
@@ -172,12 +175,21 @@ fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
     }
 }
 
+/// Point called computations at their output ids. Attributes that call nothing, or
+/// whose callees keep their ids, stay shared with the input instruction.
 fn remap_called(
-    attrs: &mut Attrs,
+    attrs: &mut SharedAttrs,
     new_id: &[Option<CompId>],
     m: &Module,
     who: &str,
 ) -> Result<(), CompileError> {
+    if attrs
+        .called
+        .iter()
+        .all(|&(_, c)| new_id.get(c).copied().flatten() == Some(c))
+    {
+        return Ok(());
+    }
     for (_, c) in attrs.called.iter_mut() {
         *c = new_id.get(*c).copied().flatten().ok_or_else(|| {
             bad(
@@ -209,7 +221,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             Some(src) => {
                 let mut attrs = src.attrs.clone();
                 remap_called(&mut attrs, &self.new_id, self.m, &src.name)?;
-                if n.opcode != src.opcode {
+                if n.opcode != src.opcode && attrs.dimensions.is_some() {
                     // transpose/reshape turned into a bitcast
                     attrs.dimensions = None;
                 }
@@ -302,6 +314,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             new_ids,
             named,
             local,
+            param_attrs,
         } = s;
         inputs.clear();
         input_end.clear();
@@ -446,6 +459,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     let mut ins = self.instr(nd, name.clone().unwrap_or_default())?;
                     if has_ctrl {
                         own_name[x as usize] = ins.name == nd.name();
+                    }
+                    if has_ctrl && !ins.attrs.control_predecessors.is_empty() {
                         ins.attrs.control_predecessors.retain(|p| {
                             by_name
                                 .get(p.as_str())
@@ -496,7 +511,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 Some(f)
             };
             let mut fid: u32 = 0;
-            let mut parameters = Vec::new();
+            let mut parameters = Vec::with_capacity(ins_g.len());
             for (i, &inp) in ins_g.iter().enumerate() {
                 let on = &fc.nodes[inp as usize];
                 parameters.extend_from_slice(pc.get(fc, inp));
@@ -512,7 +527,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                         Opcode::Parameter,
                         laid_out(&on.shape, &on.layouts),
                     );
-                    p.attrs.parameter_number = Some(i as i64);
+                    while param_attrs.len() <= i {
+                        let mut a = SharedAttrs::default();
+                        a.parameter_number = Some(param_attrs.len() as i64);
+                        param_attrs.push(a);
+                    }
+                    p.attrs = param_attrs[i].clone();
                     let id = f.add(p, &[]);
                     f.params.push(id);
                 }
@@ -529,7 +549,9 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 }
                 if let Some(f) = f.as_mut() {
                     let mut ins = self.instr(nd2, name.unwrap_or_default())?;
-                    ins.attrs.control_predecessors.clear();
+                    if !ins.attrs.control_predecessors.is_empty() {
+                        ins.attrs.control_predecessors.clear();
+                    }
                     let ops = ids(&nd2.operands, local).ok_or_else(|| {
                         bad(m, format!("fused operand of '{}' missing", ins.name))
                     })?;
@@ -641,7 +663,11 @@ pub(crate) fn emit(
         names: &mut flat.names,
         dry,
         new_id: vec![None; m.computations.len()],
-        comps: IndexMap::with_capacity(if dry { 0 } else { m.computations.len() + 64 }),
+        comps: IndexMap::with_capacity(if dry {
+            0
+        } else {
+            m.computations.len() + plans.iter().map(|p| p.groups.len()).sum::<usize>()
+        }),
         n_comps: 0,
         instructions: 0,
         kernels: vec![Vec::new(); nflat],

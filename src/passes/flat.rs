@@ -210,9 +210,13 @@ pub(crate) struct FComp<'a> {
 
 impl Clone for FComp<'_> {
     fn clone(&self) -> Self {
+        // Room for the copies, tuples and get-tuple-elements layout assignment adds, so
+        // that a fresh copy is not reallocated (and moved) on the first insertion.
+        let mut nodes = Vec::with_capacity(self.nodes.len() + self.nodes.len() / 4 + 16);
+        nodes.extend(self.nodes.iter().cloned());
         FComp {
             comp: self.comp,
-            nodes: self.nodes.clone(),
+            nodes,
             order: self.order.clone(),
             root: self.root,
             params: self.params.clone(),

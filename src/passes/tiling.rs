@@ -120,7 +120,7 @@ pub fn tpu_tiles(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> SmallVec<[Tile
 pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
     Layout {
         minor_to_major: Dims::from_slice(m2m),
-        tiles: tpu_tiles(et, dims, m2m).into_vec(),
+        tiles: tpu_tiles(et, dims, m2m),
         ..Default::default()
     }
 }
