@@ -519,7 +519,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     self.names.skip();
                     String::new()
                 } else {
-                    self.names.fresh(&format!("param_{i}"))
+                    self.names.fresh_indexed("param_", i as u64)
                 };
                 if let Some(f) = f.as_mut() {
                     let mut p = Instruction::new(

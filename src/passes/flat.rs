@@ -386,25 +386,52 @@ impl<'a> Namer<'a> {
 
     /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> String {
-        let mut k = self.next;
+        self.fresh_numbered(base, None)
+    }
+
+    /// A fresh name `{base}{index}.N` (`param_3.N`) without a temporary string.
+    pub fn fresh_indexed(&mut self, base: &str, index: u64) -> String {
+        self.fresh_numbered(base, Some(index))
+    }
+
+    fn fresh_numbered(&mut self, base: &str, index: Option<u64>) -> String {
+        let k = self.next;
         self.next += 1;
-        // `format!("{base}.{k}")` without the formatting machinery.
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (k % 10) as u8;
-            k /= 10;
-            if k == 0 {
-                break;
-            }
-        }
-        let digits = std::str::from_utf8(&digits[i..]).unwrap_or("0");
-        let mut s = String::with_capacity(base.len() + 1 + digits.len());
+        let len = base.len() + index.map_or(0, decimal_len) + 1 + decimal_len(k);
+        let mut s = String::with_capacity(len);
         s.push_str(base);
+        if let Some(i) = index {
+            push_decimal(&mut s, i);
+        }
         s.push('.');
-        s.push_str(digits);
+        push_decimal(&mut s, k);
         s
+    }
+}
+
+/// Digits of `k` in base 10.
+fn decimal_len(k: u64) -> usize {
+    let mut n = 1;
+    let mut k = k;
+    while k >= 10 {
+        k /= 10;
+        n += 1;
+    }
+    n
+}
+
+/// Append `k` in base 10 (`format!("{k}")` without the formatting machinery).
+fn push_decimal(s: &mut String, k: u64) {
+    let mut p = 1u64;
+    while p <= k / 10 {
+        p *= 10;
+    }
+    loop {
+        s.push(char::from(b'0' + (k / p % 10) as u8));
+        if p == 1 {
+            break;
+        }
+        p /= 10;
     }
 }
 
@@ -713,4 +740,49 @@ pub(crate) fn dce(fc: &mut FComp<'_>) {
         .into_iter()
         .filter(|&v| live[v as usize])
         .collect();
+}
+
+#[cfg(test)]
+mod namer_tests {
+    use super::*;
+
+    #[test]
+    fn fresh_names_count_up_past_every_numeric_suffix() {
+        let m = crate::hlo::parse_module(
+            "t.hlo",
+            "HloModule m\nENTRY e.3 {\n  ROOT p.41 = f32[] parameter(0)\n}\n",
+        )
+        .unwrap();
+        let mut n = Namer::new(&m);
+        assert_eq!(n.fresh("copy"), "copy.42");
+        n.skip();
+        assert_eq!(n.fresh_indexed("param_", 0), "param_0.44");
+        assert_eq!(n.fresh_indexed("param_", 1207), "param_1207.45");
+        for _ in 0..54 {
+            n.skip();
+        }
+        assert_eq!(n.fresh("fusion"), "fusion.100");
+    }
+
+    #[test]
+    fn decimals_match_the_formatter() {
+        for k in [
+            0u64,
+            1,
+            9,
+            10,
+            11,
+            99,
+            100,
+            101,
+            999_999,
+            1_000_000,
+            u64::MAX,
+        ] {
+            let mut s = String::new();
+            push_decimal(&mut s, k);
+            assert_eq!(s, k.to_string());
+            assert_eq!(decimal_len(k), s.len());
+        }
+    }
 }
