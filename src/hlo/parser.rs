@@ -888,9 +888,9 @@ impl<'a> Builder<'a> {
         let mut shape: Option<Shape> = None;
         let mut opcode = Opcode::Tuple;
         let mut wrapped = None;
-        // Built in place and shared at the end (no copy-on-write checks while parsing).
-        let mut attrs = Attrs::default();
-        let mut has_attrs = false;
+        // Allocated on the first attribute written (instructions without any allocate
+        // nothing); built in place on the heap.
+        let mut attrs = crate::ir::SharedAttrs::default();
         let mut operands: SmallVec<[InstrId; 4]> = SmallVec::new();
         let mut op_at = start;
         let mut seen: SmallVec<[&'a str; 8]> = SmallVec::new();
@@ -917,7 +917,6 @@ impl<'a> Builder<'a> {
                     if let Some(lit) = p.into_inner().next() {
                         let t = lit.as_str();
                         attrs.literal = Some(t[1..t.len() - 1].trim().to_string());
-                        has_attrs = true;
                     }
                 }
                 Rule::parameter_body => {
@@ -932,7 +931,6 @@ impl<'a> Builder<'a> {
                             );
                         }
                         attrs.parameter_number = Some(v);
-                        has_attrs = true;
                     }
                 }
                 Rule::fast_op => {
@@ -957,7 +955,6 @@ impl<'a> Builder<'a> {
                         Some(n) => {
                             opcode = Opcode::Parameter;
                             attrs.parameter_number = Some(n.parse().map_err(|_| not_fast())?);
-                            has_attrs = true;
                         }
                         None => (opcode, wrapped) = fast_op(body, names, &mut operands)?,
                     }
@@ -1015,7 +1012,7 @@ impl<'a> Builder<'a> {
             }
         }
         if !attr_pairs.is_empty() {
-            has_attrs = true;
+            // One copy-on-write check for all of the instruction's attributes.
             let attrs_mut: &mut Attrs = &mut attrs;
             for p in attr_pairs {
                 let pieces = if p.as_rule() == Rule::fast_attrs {
@@ -1065,11 +1062,7 @@ impl<'a> Builder<'a> {
             opcode,
             async_wrapped: wrapped,
             shape,
-            attrs: if has_attrs {
-                crate::ir::SharedAttrs::new(attrs)
-            } else {
-                crate::ir::SharedAttrs::default()
-            },
+            attrs,
             line,
             col,
         };

@@ -341,10 +341,7 @@ impl std::ops::Deref for SharedAttrs {
 
 impl std::ops::DerefMut for SharedAttrs {
     fn deref_mut(&mut self) -> &mut Attrs {
-        std::sync::Arc::make_mut(
-            self.0
-                .get_or_insert_with(|| std::sync::Arc::new(Attrs::default())),
-        )
+        std::sync::Arc::make_mut(self.0.get_or_insert_with(std::sync::Arc::<Attrs>::default))
     }
 }
 

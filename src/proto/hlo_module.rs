@@ -220,7 +220,9 @@ fn computation<'a>(
         }
         comp.order.push(id);
         let ins = &mut comp.graph[id];
-        ins.attrs.control_predecessors = control_predecessors;
+        if !control_predecessors.is_empty() {
+            ins.attrs.control_predecessors = control_predecessors;
+        }
         fill_instruction(i, ins, &operand_info, comp_ids, &ctx)?;
         if ids.insert(i.id, id).is_some() {
             return Err(ProtoError::invalid(
@@ -605,7 +607,8 @@ fn fill_instruction(
         _ => operands.rank1,
     };
     let shp = &ins.shape;
-    let a = &mut ins.attrs;
+    // One copy-on-write check for all of the instruction's attributes.
+    let a: &mut crate::ir::Attrs = &mut ins.attrs;
 
     match opcode {
         O::Parameter => a.parameter_number = Some(i.parameter_number),
