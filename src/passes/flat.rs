@@ -422,17 +422,20 @@ fn decimal_len(k: u64) -> usize {
 
 /// Append `k` in base 10 (`format!("{k}")` without the formatting machinery).
 fn push_decimal(s: &mut String, k: u64) {
-    let mut p = 1u64;
-    while p <= k / 10 {
-        p *= 10;
-    }
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut k = k;
     loop {
-        s.push(char::from(b'0' + (k / p % 10) as u8));
-        if p == 1 {
+        i -= 1;
+        buf[i] = b'0' + (k % 10) as u8;
+        k /= 10;
+        if k == 0 {
             break;
         }
-        p /= 10;
     }
+    // SAFETY: the bytes appended are ASCII digits, so `s` stays valid UTF-8. (Checking
+    // them with `str::from_utf8` cost more than the rest of the name.)
+    unsafe { s.as_mut_vec() }.extend_from_slice(&buf[i..]);
 }
 
 /// Ops kept even when their value is unused.
