@@ -1,11 +1,13 @@
-//! Compile ResNet-50 training (5K instructions) under random layout configurations, the
-//! dataset generator's inner loop. Target: < 5 ms per compilation.
+//! Compile ResNet-50 training (5K instructions) under random layout configurations.
+//! Target (issue 5): < 5 ms per compilation, for generators that recompile every
+//! configuration (the shipped one costs layouts incrementally, see
+//! `dataset/layout_eval.rs`, and compiles each module once).
 //!
 //! * `compile`: one-shot `passes::compile` (inlining + layout + fusion + building the
-//!   ~18K-instruction output module);
+//!   ~21.8K-instruction output module);
 //! * `prepared/module`: `PreparedModule::compile` (inlining done once);
-//! * `prepared/kernels`: `PreparedModule::compile_kernels` (same kernels, no output
-//!   module) — what a dataset generator needs.
+//! * `prepared/kernels`: `PreparedModule::compile_kernels` (same kernels with their
+//!   physical shapes, no output module).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};

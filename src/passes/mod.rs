@@ -118,7 +118,7 @@ pub fn compile_kernels(
     PreparedModule::new(module)?.compile_kernels(config)
 }
 
-/// A module prepared for many compilations (the dataset generator's loop): node
+/// A module prepared for many compilations (one per configuration): node
 /// numbering, call inlining and the name index are done once. `Sync`: share it across
 /// threads and compile different configurations in parallel. It keeps the work buffers
 /// of finished compilations (a few MB per thread that compiled at the same time) for
