@@ -5,8 +5,10 @@ use smallvec::SmallVec;
 
 use super::types::PrimitiveType;
 
-/// Dimension list; most HLO tensors have rank ≤ 6.
-pub type Dims = SmallVec<[i64; 6]>;
+/// Dimension list, inline up to rank 4 (NHWC, HWIO, `[batch, seq, heads, dim]`); higher
+/// ranks spill to the heap. Four keeps shapes and layouts small: the compiler writes
+/// ~20K of them per configuration.
+pub type Dims = SmallVec<[i64; 4]>;
 
 /// Size stored for an unbounded dynamic dimension (`?`), as in XLA.
 pub const UNBOUNDED_DIM: i64 = i64::MIN;

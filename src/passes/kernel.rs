@@ -7,7 +7,7 @@ use super::config::TileBounds;
 use super::tiling;
 use smallvec::SmallVec;
 
-use crate::ir::{ArrayShape, CompId, FusionKind, InstrId, Opcode, PrimitiveType};
+use crate::ir::{ArrayShape, CompId, Dims, FusionKind, InstrId, Opcode, PrimitiveType};
 
 /// A tensor as stored: logical dims plus physical layout.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,12 +18,12 @@ pub struct PhysicalShape {
     /// Bits per element (pred = 8).
     pub element_bits: u32,
     /// Logical dims.
-    pub dims: SmallVec<[i64; 6]>,
-    pub minor_to_major: SmallVec<[i64; 6]>,
+    pub dims: Dims,
+    pub minor_to_major: Dims,
     /// Tiles, outermost first (`T(8,128)(2,1)` = `[[8,128],[2,1]]`).
     pub tiles: SmallVec<[SmallVec<[i64; 2]>; 2]>,
     /// Dims in physical order, major → minor.
-    pub physical_dims: SmallVec<[i64; 6]>,
+    pub physical_dims: Dims,
     /// Bytes including tile padding (XLA `ArraySize`).
     pub bytes: u64,
 }
