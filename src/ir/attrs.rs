@@ -345,12 +345,6 @@ impl std::ops::DerefMut for SharedAttrs {
     }
 }
 
-impl From<Attrs> for SharedAttrs {
-    fn from(a: Attrs) -> Self {
-        SharedAttrs::new(a)
-    }
-}
-
 impl PartialEq for SharedAttrs {
     fn eq(&self, other: &SharedAttrs) -> bool {
         self.same_as(other) || **self == **other
