@@ -447,7 +447,7 @@ fn while_node_splits() {
         .nodes
         .iter()
         .filter(|(c, _)| m.comp(*c).name == "while_body.2")
-        .map(|&(c, id)| m.comp(c).instr(id).name.clone())
+        .map(|&(c, id)| m.comp(c).instr(id).name.to_string())
         .collect();
     assert_eq!(body, ["p", "i", "one", "i2", "x", "x2", "t"]);
     check_invariants(&m, &g, "while");
@@ -564,7 +564,7 @@ ENTRY main {
     let order_of = |g: &GraphEncoding| -> Vec<String> {
         g.nodes
             .iter()
-            .map(|&(c, id)| m.comp(c).instr(id).name.clone())
+            .map(|&(c, id)| m.comp(c).instr(id).name.to_string())
             .collect()
     };
     let gx = encode_graph(&m).unwrap();

@@ -94,7 +94,7 @@ fn live_instructions(m: &Module) -> Vec<(String, String, Opcode)> {
         for &id in &comp.order {
             if live.contains(&id) {
                 let ins = comp.instr(id);
-                out.push((comp.name.clone(), ins.name.clone(), ins.opcode));
+                out.push((comp.name.clone(), ins.name.to_string(), ins.opcode));
             }
         }
     }
@@ -107,7 +107,7 @@ fn names(m: &Module) -> HashMap<String, Opcode> {
     for c in m.computations.values() {
         for &id in &c.order {
             let i = c.instr(id);
-            h.insert(i.name.clone(), i.opcode);
+            h.insert(i.name.to_string(), i.opcode);
         }
     }
     h

@@ -63,12 +63,12 @@ fn kernel_members(c: &CompiledModule, name: &str) -> Vec<String> {
                 .iter()
                 .map(|&i| fc.instr(i))
                 .filter(|i| i.opcode != Opcode::Parameter)
-                .map(|i| i.name.clone())
+                .map(|i| i.name.to_string())
                 .collect();
             v.sort();
             v
         }
-        None => vec![k.name.clone()],
+        None => vec![k.name.to_string()],
     }
 }
 
@@ -351,7 +351,7 @@ fn tile_configs_attach_to_kernels_and_are_checked() {
     let c = ok(
         &m,
         &tile(
-            KernelRef::Name(name.clone()),
+            KernelRef::Name(name.to_string()),
             &[4, 16, 8, 64],
             &[3, 3, 32, 64],
             &[],
@@ -395,7 +395,7 @@ fn tile_configs_attach_to_kernels_and_are_checked() {
         ),
         "{e}"
     );
-    assert!(e.to_string().contains(&name), "{e}");
+    assert!(e.to_string().contains(name.as_str()), "{e}");
     let e = err(tile(KernelRef::Index(0), &[], &[0], &[]));
     assert!(matches!(e, CompileError::TileBound { bound: 0, .. }), "{e}");
     let e = err(tile(KernelRef::Index(3), &[1], &[], &[]));

@@ -46,9 +46,9 @@ fn copies(m: &Module) -> Vec<(String, Vec<i64>)> {
                 let src = match o.attrs.called.first() {
                     Some(&(_, f)) if o.opcode == Opcode::Fusion => {
                         let fc = m.comp(f);
-                        fc.instr(fc.root).name.clone()
+                        fc.instr(fc.root).name.to_string()
                     }
-                    _ => o.name.clone(),
+                    _ => o.name.to_string(),
                 };
                 v.push((src, m2m(&i.shape)));
             }

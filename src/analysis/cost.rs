@@ -146,7 +146,7 @@ pub fn analyze_module_with(m: &Module, opts: &CostOptions) -> CostReport {
             let i = entry.instr(id);
             rows.push(InstrCost {
                 computation: entry.name.clone(),
-                name: i.name.clone(),
+                name: i.name.to_string(),
                 opcode: i.opcode_text(),
                 flops: c.flops,
                 transcendentals: c.transcendentals,
@@ -451,8 +451,9 @@ impl<'m> CostAnalyzer<'m> {
             }
         }
         let ops: SmallVec<[InstrId; 4]> = comp.operands(id);
-        let opshape = |k: usize| -> Option<&'m Shape> { ops.get(k).map(|&o| &comp.instr(o).shape) };
-        let out = &instr.shape;
+        let opshape =
+            |k: usize| -> Option<&'m Shape> { ops.get(k).map(|&o| &*comp.instr(o).shape) };
+        let out: &Shape = &instr.shape;
         let out_elems = out.element_count() as f64;
         let sz = Sizer(self.opts);
         let operand_bytes = || -> f64 { ops.iter().map(|&o| sz.size(&comp.instr(o).shape)).sum() };
@@ -850,7 +851,7 @@ impl<'m> CostAnalyzer<'m> {
             }
         };
         let mut bytes = 0.0;
-        match &instr.shape {
+        match &*instr.shape {
             Shape::Tuple(elems) => {
                 let root_ops = if root.opcode == Opcode::Tuple {
                     f.operands(f.root)
@@ -890,7 +891,7 @@ impl<'m> CostAnalyzer<'m> {
     /// Bytes a fusion reads from one fused parameter (XLA `FusionParameterReadBytes`);
     /// tuple parameters are followed through their get-tuple-element users.
     fn param_read_bytes(&mut self, f: &Computation, p: InstrId) -> f64 {
-        let shape = &f.instr(p).shape;
+        let shape: &Shape = &f.instr(p).shape;
         if let Shape::Tuple(_) = shape {
             let mut total = 0.0;
             // Walk the leaves depth-first, following GTE users where they exist.

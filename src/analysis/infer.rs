@@ -27,7 +27,7 @@ pub fn infer_shape(m: &Module, comp: &Computation, id: InstrId) -> R<Option<Shap
     let ops: SmallVec<[&Shape; 4]> = comp
         .operands(id)
         .iter()
-        .map(|&o| &comp.instr(o).shape)
+        .map(|&o| &*comp.instr(o).shape)
         .collect();
     let cx = Cx { m, instr, ops };
     cx.infer()

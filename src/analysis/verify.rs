@@ -7,7 +7,7 @@ use crate::ir::{Computation, InstrId, Module, Opcode, Shape};
 
 fn err(comp: &Computation, id: InstrId, kind: VerifyErrorKind) -> VerifyError {
     let (instruction, opcode, line) = match comp.graph.node_weight(id) {
-        Some(i) => (i.name.clone(), i.opcode_text(), i.line),
+        Some(i) => (i.name.to_string(), i.opcode_text(), i.line),
         None => (String::new(), String::new(), comp.line),
     };
     VerifyError {
@@ -124,7 +124,7 @@ pub fn verify_computation(m: &Module, comp: &Computation, errors: &mut Vec<Verif
                         comp,
                         id,
                         VerifyErrorKind::ShapeMismatch {
-                            declared: Box::new(instr.shape.clone()),
+                            declared: Box::new((*instr.shape).clone()),
                             inferred: Box::new(inferred),
                         },
                     ));

@@ -126,7 +126,7 @@ fn tiles_of(c: &CompiledModule) -> TileOverrides {
         .filter_map(|k| {
             k.tile.as_ref().map(|t| {
                 (
-                    k.name.clone(),
+                    k.name.to_string(),
                     TileConfig {
                         output_bounds: t.output_bounds.clone(),
                         kernel_bounds: t.kernel_bounds.clone(),

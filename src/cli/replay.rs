@@ -41,7 +41,7 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
                     input_bounds: t.input_bounds.clone(),
                 };
                 if cfg != TileConfig::default() {
-                    tiles.insert(root_kernel.clone(), cfg);
+                    tiles.insert(root_kernel.to_string(), cfg);
                 }
                 base_prog
                     .total_ns(target, &tiles)

@@ -324,7 +324,7 @@ pub fn write_node_features(
         &mut out[col::SHAPE_DIMS..col::TUPLE_SHAPES_SIZE],
         instr.shape.dims().iter().copied(),
     );
-    out[col::TUPLE_SHAPES_SIZE] = match &instr.shape {
+    out[col::TUPLE_SHAPES_SIZE] = match &*instr.shape {
         Shape::Tuple(v) => v.len() as f32,
         _ => 0.0,
     };
@@ -452,7 +452,7 @@ pub fn write_node_features(
     out[col::IS_STABLE] = if a.is_stable == Some(true) { 1.0 } else { 0.0 };
 
     // Layout of the output shape.
-    let m2m: &[i64] = match &instr.shape {
+    let m2m: &[i64] = match &*instr.shape {
         Shape::Array(arr) => arr
             .layout
             .as_ref()

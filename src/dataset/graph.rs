@@ -155,7 +155,7 @@ fn call_lists(m: &Module) -> Result<Vec<Vec<CompId>>, GraphError> {
                 if c >= n {
                     return Err(GraphError::DanglingCallee {
                         comp: comp.name.clone(),
-                        instr: instr.name.clone(),
+                        instr: instr.name.to_string(),
                         callee: c,
                         count: n,
                     });
@@ -238,7 +238,7 @@ pub fn computation_order(m: &Module) -> Result<Vec<CompId>, GraphError> {
                 if d >= n {
                     return Err(GraphError::DanglingCallee {
                         comp: comp.name.clone(),
-                        instr: comp.graph[id].name.clone(),
+                        instr: comp.graph[id].name.to_string(),
                         callee: d,
                         count: n,
                     });

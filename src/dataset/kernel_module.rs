@@ -119,7 +119,10 @@ pub fn fingerprint(m: &Module) -> u64 {
         for (k, n) in order.iter().enumerate() {
             let ins = c.instr_mut(*n);
             let new = format!("i{k}");
-            rename.insert(std::mem::replace(&mut ins.name, new.clone()), new);
+            rename.insert(
+                std::mem::replace(&mut ins.name, new.as_str().into()).into(),
+                new,
+            );
             ins.attrs.metadata = None;
             ins.attrs.frontend_attributes = None;
         }

@@ -179,8 +179,8 @@ impl LayoutEvaluator {
             let ops = c.operands(ii);
             let shape_of = |k: usize| -> Option<&crate::ir::Shape> {
                 match k {
-                    0 => Some(&ins.shape),
-                    _ => ops.get(k - 1).map(|&o| &c.instr(o).shape),
+                    0 => Some(&*ins.shape),
+                    _ => ops.get(k - 1).map(|&o| &*c.instr(o).shape),
                 }
             };
             let mut ranks = [0usize; 3];
@@ -198,7 +198,7 @@ impl LayoutEvaluator {
             let mut node = ConfigNode {
                 comp: ci,
                 instr: ii,
-                name: ins.name.clone(),
+                name: ins.name.to_string(),
                 opcode: ins.opcode,
                 ranks,
                 default_m2m,

@@ -1058,10 +1058,10 @@ impl<'a> Builder<'a> {
             },
         };
         let instr = Instruction {
-            name: name.to_string(),
+            name: name.into(),
             opcode,
             async_wrapped: wrapped,
-            shape,
+            shape: shape.into(),
             attrs,
             line,
             col,
@@ -1610,15 +1610,15 @@ fn infer_simple_shape(op: Opcode, operands: &[InstrId], comp: &Computation) -> O
         return Some(Shape::Tuple(
             operands
                 .iter()
-                .map(|&o| comp.graph[o].shape.clone())
+                .map(|&o| (*comp.graph[o].shape).clone())
                 .collect(),
         ));
     }
     if op.is_elementwise() && !operands.is_empty() {
         let first = &comp.graph[*operands.last()?].shape;
         let mut s = match op {
-            Opcode::Select | Opcode::Clamp => comp.graph[*operands.last()?].shape.clone(),
-            _ => comp.graph[operands[0]].shape.clone(),
+            Opcode::Select | Opcode::Clamp => (*comp.graph[*operands.last()?].shape).clone(),
+            _ => (*comp.graph[operands[0]].shape).clone(),
         };
         if op == Opcode::Compare || op == Opcode::IsFinite {
             if let Shape::Array(a) = &mut s {

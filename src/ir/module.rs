@@ -10,22 +10,29 @@ use std::collections::HashMap;
 
 use super::attrs::{CompId, SharedAttrs};
 use super::opcode::Opcode;
-use super::shape::Shape;
+use super::shape::{Shape, SharedShape};
 
 /// Node handle of an instruction inside its computation's graph.
 pub type InstrId = NodeIndex<u32>;
 
+/// An instruction name: a string stored inline up to 24 bytes.
+pub type Name = compact_str::CompactString;
+
 /// One HLO instruction.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Instruction {
-    pub name: String,
+    /// Inline up to 24 bytes (almost every HLO name): the compiler writes ~20K names
+    /// per configuration, and an inline name costs no allocation.
+    pub name: Name,
     pub opcode: Opcode,
     /// For async sugar (`fusion-start`, `custom-call-done`, ...): the wrapped opcode,
     /// with `opcode` one of async-start / async-update / async-done.
     pub async_wrapped: Option<Opcode>,
-    pub shape: Shape,
-    /// Shared copy-on-write: attributes are large (about 650 bytes); behind a pointer an
-    /// instruction is about 250 bytes, and a clone shares them instead of copying.
+    /// Shared copy-on-write, like the attributes: the compiler gives every clone of an
+    /// instruction (and every compilation with the same layout) the same shape.
+    pub shape: SharedShape,
+    /// Shared copy-on-write: attributes are large (about 650 bytes); behind pointers an
+    /// instruction is about 60 bytes, and a clone shares them instead of copying.
     pub attrs: SharedAttrs,
     /// Source position (1-based line and column; 0 = unknown). Not part of equality.
     pub line: u32,
@@ -33,12 +40,12 @@ pub struct Instruction {
 }
 
 impl Instruction {
-    pub fn new(name: impl Into<String>, opcode: Opcode, shape: Shape) -> Self {
+    pub fn new(name: impl Into<Name>, opcode: Opcode, shape: impl Into<SharedShape>) -> Self {
         Instruction {
             name: name.into(),
             opcode,
             async_wrapped: None,
-            shape,
+            shape: shape.into(),
             attrs: SharedAttrs::default(),
             line: 0,
             col: 0,

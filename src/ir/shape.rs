@@ -168,6 +168,87 @@ impl ArrayShape {
     }
 }
 
+/// An instruction's shape, shared copy-on-write (like [`crate::ir::SharedAttrs`]): the
+/// compiler hands the same laid-out shape to every clone of an instruction and to
+/// every compilation that gives the instruction the same layout, so cloning an
+/// instruction copies a pointer instead of ~200 bytes. Reads go through `Deref`;
+/// writes through `DerefMut` copy the shape first if it is shared.
+#[derive(Clone)]
+pub struct SharedShape(std::sync::Arc<Shape>);
+
+impl SharedShape {
+    pub fn new(shape: Shape) -> Self {
+        SharedShape(std::sync::Arc::new(shape))
+    }
+
+    /// Whether both hold the very same shape (not just equal ones).
+    pub fn same_as(&self, other: &SharedShape) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The shape itself, copied only if it is shared.
+    pub fn into_shape(self) -> Shape {
+        std::sync::Arc::unwrap_or_clone(self.0)
+    }
+}
+
+impl From<Shape> for SharedShape {
+    fn from(s: Shape) -> Self {
+        SharedShape::new(s)
+    }
+}
+
+impl std::ops::Deref for SharedShape {
+    type Target = Shape;
+    fn deref(&self) -> &Shape {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SharedShape {
+    fn deref_mut(&mut self) -> &mut Shape {
+        std::sync::Arc::make_mut(&mut self.0)
+    }
+}
+
+impl PartialEq for SharedShape {
+    fn eq(&self, other: &SharedShape) -> bool {
+        self.same_as(other) || *self.0 == *other.0
+    }
+}
+
+impl Eq for SharedShape {}
+
+impl PartialEq<Shape> for SharedShape {
+    fn eq(&self, other: &Shape) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl std::hash::Hash for SharedShape {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h)
+    }
+}
+
+impl std::fmt::Debug for SharedShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for SharedShape {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedShape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Shape::deserialize(d).map(SharedShape::new)
+    }
+}
+
 impl Shape {
     pub fn array(element_type: PrimitiveType, dims: &[i64]) -> Self {
         Shape::Array(ArrayShape::new(element_type, dims))
@@ -295,5 +376,55 @@ impl Shape {
             Shape::Tuple(v) => v.iter_mut().for_each(|s| s.clear_layouts()),
             Shape::Buffer(b) => b.clear_layouts(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_shapes_copy_on_write() {
+        let a = SharedShape::new(Shape::array(PrimitiveType::F32, &[8, 128]));
+        let mut b = a.clone();
+        assert!(b.same_as(&a));
+        assert_eq!(b, a);
+        assert_eq!(b.dims(), &[8, 128]);
+
+        // Writing to the clone copies it first; the original keeps its shape.
+        b.fill_default_layouts();
+        assert!(!b.same_as(&a));
+        assert_eq!(a.as_array().unwrap().layout, None);
+        assert_eq!(
+            b.as_array()
+                .unwrap()
+                .layout
+                .as_ref()
+                .unwrap()
+                .minor_to_major[..],
+            [1, 0]
+        );
+        assert_ne!(b, a);
+
+        // Equal contents are equal without being the same shape.
+        let c = SharedShape::new((*a).clone());
+        assert!(!c.same_as(&a));
+        assert_eq!(c, a);
+        assert_eq!(c, Shape::array(PrimitiveType::F32, &[8, 128]));
+        // The last holder gets the shape back without a copy.
+        assert_eq!(c.into_shape(), Shape::array(PrimitiveType::F32, &[8, 128]));
+    }
+
+    #[test]
+    fn shared_shapes_serialize_as_plain_shapes() {
+        let s = Shape::Tuple(vec![
+            Shape::array(PrimitiveType::Bf16, &[4]),
+            Shape::scalar(PrimitiveType::S32),
+        ]);
+        let shared = SharedShape::from(s.clone());
+        let json = serde_json::to_string(&shared).unwrap();
+        assert_eq!(json, serde_json::to_string(&s).unwrap());
+        let back: SharedShape = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, shared);
     }
 }

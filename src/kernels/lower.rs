@@ -126,7 +126,7 @@ pub fn lower_kernel_full(
                 .attrs
                 .called_with(CallRole::Calls)
                 .or_else(|| ins.attrs.called.first().map(|(_, c)| *c))
-                .ok_or_else(|| LowerError::NoFusedComputation(ins.name.clone()))?;
+                .ok_or_else(|| LowerError::NoFusedComputation(ins.name.to_string()))?;
             let fc = module
                 .computations
                 .get_index(callee)
@@ -1685,7 +1685,7 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         transcendentals: transc,
         flops,
     };
-    let hero_name = r.ins(hero).name.clone();
+    let hero_name = r.ins(hero).name.to_string();
     match desc.validate() {
         Ok(()) => Ok(Some(LoweredKernel {
             desc,

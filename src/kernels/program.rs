@@ -210,7 +210,7 @@ impl Walker<'_> {
                         None => vec![],
                     };
                     let (n, src) = trip_count(module, comp, id);
-                    self.loops.push((ins.name.clone(), n, src));
+                    self.loops.push((ins.name.to_string(), n, src));
                     nodes.push(Node::Loop {
                         trips: n as f64,
                         body,

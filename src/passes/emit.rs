@@ -8,14 +8,14 @@ use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use smallvec::SmallVec;
 
 use super::error::CompileError;
-use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, Namer, NONE};
+use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
 use super::fusion::FusionPlan;
 use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
-    ArrayShape, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Opcode, Shape,
-    SharedAttrs,
+    ArrayShape, CallRole, CompId, Computation, Dims, InstrId, Instruction, Module, Name, Opcode,
+    Shape, SharedAttrs, SharedShape,
 };
 
 /// Output of the emitter.
@@ -81,6 +81,53 @@ fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
         }
     }
     walk(shape, layouts, &mut 0)
+}
+
+/// Laid-out shapes of nodes, kept between compilations (in the pooled scratch of a
+/// `PreparedModule`): a node with the same input shape and the same layouts as in the
+/// last compilation gets the very same shape, so emitting it copies a pointer. Random
+/// layout configurations change the layouts of a few hundred nodes out of ~20K.
+#[derive(Default)]
+struct ShapeCache {
+    /// Per flat computation, per node.
+    slots: Vec<Vec<Option<ShapeSlot>>>,
+}
+
+struct ShapeSlot {
+    /// Address of the input shape the node borrows (stable while the module is borrowed).
+    key: usize,
+    layouts: SmallVec<[Dims; 1]>,
+    shape: SharedShape,
+}
+
+impl ShapeCache {
+    fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
+        // Shapes the passes made themselves live only for one compilation: not cached
+        // (their address could be reused by another shape).
+        let key = match &n.shape {
+            ShapeRef::Borrowed(s) => *s as *const Shape as usize,
+            ShapeRef::Owned(_) => return laid_out(&n.shape, &n.layouts).into(),
+        };
+        if self.slots.len() <= fi {
+            self.slots.resize_with(fi + 1, Vec::new);
+        }
+        let v = &mut self.slots[fi];
+        if v.len() <= x as usize {
+            v.resize_with(x as usize + 1, || None);
+        }
+        match &mut v[x as usize] {
+            Some(s) if s.key == key && s.layouts == n.layouts => s.shape.clone(),
+            slot => {
+                let shape = SharedShape::new(laid_out(&n.shape, &n.layouts));
+                *slot = Some(ShapeSlot {
+                    key,
+                    layouts: n.layouts.clone(),
+                    shape: shape.clone(),
+                });
+                shape
+            }
+        }
+    }
 }
 
 /// Physical shapes of the array leaves of a node.
@@ -152,6 +199,7 @@ fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 #[derive(Default)]
 pub(crate) struct EmitScratch {
     pc: PhysCache,
+    shapes: ShapeCache,
     /// Kernels in emission order (taken out in execution order).
     all: Vec<Option<Kernel>>,
     /// Inputs of every fusion, concatenated; `input_end[g]` ends fusion g's.
@@ -215,8 +263,12 @@ struct Emitter<'e, 'a> {
 }
 
 impl<'e, 'a> Emitter<'e, 'a> {
-    fn instr(&self, n: &FNode<'a>, name: String) -> Result<Instruction, CompileError> {
-        let shape = laid_out(&n.shape, &n.layouts);
+    fn instr(
+        &self,
+        n: &FNode<'a>,
+        name: Name,
+        shape: SharedShape,
+    ) -> Result<Instruction, CompileError> {
         match n.src {
             Some(src) => {
                 let mut attrs = src.attrs.clone();
@@ -269,10 +321,10 @@ impl<'e, 'a> Emitter<'e, 'a> {
         x: u32,
         named: &mut [bool],
         needed: bool,
-    ) -> Option<String> {
+    ) -> Option<Name> {
         if !named[x as usize] {
             named[x as usize] = true;
-            needed.then(|| nd.name().to_string())
+            needed.then(|| Name::from(nd.name()))
         } else if needed {
             Some(self.names.fresh(nd.name()))
         } else {
@@ -281,12 +333,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
     }
 
-    fn fresh(&mut self, base: &str, needed: bool) -> String {
+    fn fresh(&mut self, base: &str, needed: bool) -> Name {
         if needed {
             self.names.fresh(base)
         } else {
             self.names.skip();
-            String::new()
+            Name::default()
         }
     }
 
@@ -304,6 +356,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         // Inputs of each fusion: operands of members outside it, in first-use order.
         let EmitScratch {
             pc,
+            shapes,
             all,
             inputs,
             input_end,
@@ -399,6 +452,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let mut c = Computation::new(orig.name.clone());
             let nlive = live.iter().filter(|&&l| l).count();
             c.graph = StableDiGraph::with_capacity(nlive, nlive * 2);
+            c.order.reserve(nlive);
+            c.params.reserve(fc.params.len());
             c.execution_thread = orig.execution_thread.clone();
             c.line = orig.line;
             Some(c)
@@ -406,8 +461,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut next_id: u32 = 0;
         refill(new_ids, n, NONE);
         refill(named, n, false);
-        let mut params: Vec<(i64, u32)> = Vec::new();
-        let mut kernels: Vec<(u32, u32)> = Vec::new();
+        let mut params: Vec<(i64, u32)> = Vec::with_capacity(fc.params.len());
+        let mut kernels: Vec<(u32, u32)> = Vec::with_capacity(plan.groups.len() + n / 8);
         refill(local, n, NONE);
         pc.reset(n);
         // Control predecessors survive only if they are emitted earlier under their own
@@ -456,7 +511,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     ));
                 }
                 if let Some(c) = comp.as_mut() {
-                    let mut ins = self.instr(nd, name.clone().unwrap_or_default())?;
+                    let mut ins =
+                        self.instr(nd, name.clone().unwrap_or_default(), shapes.get(fi, x, nd))?;
                     if has_ctrl {
                         own_name[x as usize] = ins.name == nd.name();
                     }
@@ -508,6 +564,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 let mut f = Computation::new(fname);
                 let size = gp.members.len() + ins_g.len();
                 f.graph = StableDiGraph::with_capacity(size, size * 2);
+                f.order.reserve(size);
+                f.params.reserve(ins_g.len());
                 Some(f)
             };
             let mut fid: u32 = 0;
@@ -517,16 +575,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 parameters.extend_from_slice(pc.get(fc, inp));
                 let pname = if dry {
                     self.names.skip();
-                    String::new()
+                    Name::default()
                 } else {
                     self.names.fresh_indexed("param_", i as u64)
                 };
                 if let Some(f) = f.as_mut() {
-                    let mut p = Instruction::new(
-                        pname,
-                        Opcode::Parameter,
-                        laid_out(&on.shape, &on.layouts),
-                    );
+                    let mut p = Instruction::new(pname, Opcode::Parameter, shapes.get(fi, inp, on));
                     while param_attrs.len() <= i {
                         let mut a = SharedAttrs::default();
                         a.parameter_number = Some(param_attrs.len() as i64);
@@ -539,7 +593,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 local[inp as usize] = fid;
                 fid += 1;
             }
-            let mut hero_name = String::new();
+            let mut hero_name = Name::default();
             for &x2 in &gp.members {
                 let nd2 = &fc.nodes[x2 as usize];
                 let is_hero = x2 == gp.hero;
@@ -548,7 +602,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     hero_name = name.clone().unwrap_or_default();
                 }
                 if let Some(f) = f.as_mut() {
-                    let mut ins = self.instr(nd2, name.unwrap_or_default())?;
+                    let mut ins =
+                        self.instr(nd2, name.unwrap_or_default(), shapes.get(fi, x2, nd2))?;
                     if !ins.attrs.control_predecessors.is_empty() {
                         ins.attrs.control_predecessors.clear();
                     }
@@ -575,10 +630,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let id = next_id;
             next_id += 1;
             if let Some(c) = comp.as_mut() {
-                let root_shape = laid_out(
-                    &fc.nodes[gp.root as usize].shape,
-                    &fc.nodes[gp.root as usize].layouts,
-                );
+                let root_shape = shapes.get(fi, gp.root, &fc.nodes[gp.root as usize]);
                 let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
                 fu.attrs.fusion_kind = Some(gp.kind);
                 fu.attrs.called.push((CallRole::Calls, fcid));
@@ -692,7 +744,7 @@ pub(crate) fn emit(
                                 .iter()
                                 .map(|a| a.minor_to_major())
                                 .collect();
-                            ins.shape = laid_out(&ins.shape, &leaves);
+                            ins.shape = laid_out(&ins.shape, &leaves).into();
                         }
                     }
                     Some(comp)
@@ -728,9 +780,9 @@ pub(crate) fn emit(
         let params: Vec<Shape> = ec
             .params
             .iter()
-            .map(|&p| ec.instr(p).shape.clone())
+            .map(|&p| (*ec.instr(p).shape).clone())
             .collect();
-        let result = ec.instr(ec.root).shape.clone();
+        let result = (*ec.instr(ec.root).shape).clone();
         module.attrs.entry_computation_layout = Some((params, result));
         Some(module)
     };

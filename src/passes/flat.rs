@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 
 use super::config::NodeTable;
 use super::error::CompileError;
-use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Opcode, PrimitiveType, Shape};
+use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Name, Opcode, PrimitiveType, Shape};
 
 /// "No node".
 pub(crate) const NONE: u32 = u32::MAX;
@@ -137,7 +137,7 @@ impl Clone for FNode<'_> {
 
 impl<'a> FNode<'a> {
     /// An instruction created by the passes.
-    pub fn synthetic(opcode: Opcode, shape: Shape, operands: &[u32], name: String) -> Self {
+    pub fn synthetic(opcode: Opcode, shape: Shape, operands: &[u32], name: Name) -> Self {
         Self::synthetic_with(opcode, ShapeRef::Owned(Box::new(shape)), operands, name)
     }
 
@@ -146,7 +146,7 @@ impl<'a> FNode<'a> {
         opcode: Opcode,
         shape: ShapeRef<'a>,
         operands: &[u32],
-        name: String,
+        name: Name,
     ) -> Self {
         FNode {
             src: None,
@@ -385,57 +385,63 @@ impl<'a> Namer<'a> {
     }
 
     /// A fresh name `base.N`.
-    pub fn fresh(&mut self, base: &str) -> String {
+    pub fn fresh(&mut self, base: &str) -> Name {
         self.fresh_numbered(base, None)
     }
 
     /// A fresh name `{base}{index}.N` (`param_3.N`) without a temporary string.
-    pub fn fresh_indexed(&mut self, base: &str, index: u64) -> String {
+    pub fn fresh_indexed(&mut self, base: &str, index: u64) -> Name {
         self.fresh_numbered(base, Some(index))
     }
 
-    fn fresh_numbered(&mut self, base: &str, index: Option<u64>) -> String {
+    fn fresh_numbered(&mut self, base: &str, index: Option<u64>) -> Name {
         let k = self.next;
         self.next += 1;
-        let len = base.len() + index.map_or(0, decimal_len) + 1 + decimal_len(k);
-        let mut s = String::with_capacity(len);
+        // Written into a stack buffer and copied once: a name of up to 24 bytes is
+        // stored inline (no allocation).
+        let mut buf = [0u8; 96];
+        if base.len() <= 48 {
+            buf[..base.len()].copy_from_slice(base.as_bytes());
+            let mut len = base.len();
+            if let Some(i) = index {
+                len += write_decimal(&mut buf[len..], i);
+            }
+            buf[len] = b'.';
+            len += 1;
+            len += write_decimal(&mut buf[len..], k);
+            // SAFETY: `base` is a str (cut at its end) followed by ASCII digits and '.'.
+            return Name::from(unsafe { std::str::from_utf8_unchecked(&buf[..len]) });
+        }
+        let mut s = String::with_capacity(base.len() + 42);
         s.push_str(base);
         if let Some(i) = index {
-            push_decimal(&mut s, i);
+            let len = write_decimal(&mut buf, i);
+            s.push_str(std::str::from_utf8(&buf[..len]).unwrap_or_default());
         }
         s.push('.');
-        push_decimal(&mut s, k);
-        s
+        let len = write_decimal(&mut buf, k);
+        s.push_str(std::str::from_utf8(&buf[..len]).unwrap_or_default());
+        Name::from(s)
     }
 }
 
-/// Digits of `k` in base 10.
-fn decimal_len(k: u64) -> usize {
-    let mut n = 1;
-    let mut k = k;
-    while k >= 10 {
-        k /= 10;
-        n += 1;
-    }
-    n
-}
-
-/// Append `k` in base 10 (`format!("{k}")` without the formatting machinery).
-fn push_decimal(s: &mut String, k: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
+/// Write `k` in base 10 at the start of `out` (which must hold 20 bytes); returns the
+/// number of bytes written (`format!("{k}")` without the formatting machinery).
+fn write_decimal(out: &mut [u8], k: u64) -> usize {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
     let mut k = k;
     loop {
         i -= 1;
-        buf[i] = b'0' + (k % 10) as u8;
+        tmp[i] = b'0' + (k % 10) as u8;
         k /= 10;
         if k == 0 {
             break;
         }
     }
-    // SAFETY: the bytes appended are ASCII digits, so `s` stays valid UTF-8. (Checking
-    // them with `str::from_utf8` cost more than the rest of the name.)
-    unsafe { s.as_mut_vec() }.extend_from_slice(&buf[i..]);
+    let n = tmp.len() - i;
+    out[..n].copy_from_slice(&tmp[i..]);
+    n
 }
 
 /// Ops kept even when their value is unused.
@@ -664,7 +670,7 @@ impl<'a> Flat<'a> {
                 }
                 _ => {
                     let name = if rename {
-                        Some(self.names.fresh(&ins.name).into())
+                        Some(self.names.fresh(&ins.name).as_str().into())
                     } else {
                         None
                     };
@@ -782,10 +788,25 @@ mod namer_tests {
             1_000_000,
             u64::MAX,
         ] {
-            let mut s = String::new();
-            push_decimal(&mut s, k);
-            assert_eq!(s, k.to_string());
-            assert_eq!(decimal_len(k), s.len());
+            let mut buf = [0u8; 20];
+            let n = write_decimal(&mut buf, k);
+            assert_eq!(std::str::from_utf8(&buf[..n]).unwrap(), k.to_string());
         }
+    }
+
+    #[test]
+    fn long_bases_get_the_same_names() {
+        let m = crate::hlo::parse_module(
+            "t.hlo",
+            "HloModule m\nENTRY e {\n  ROOT p.7 = f32[] parameter(0)\n}\n",
+        )
+        .unwrap();
+        let mut n = Namer::new(&m);
+        let base = "a_very_long_instruction_name_from_some_frontend_x_y_z";
+        assert!(base.len() > 48);
+        assert_eq!(n.fresh(base), format!("{base}.8"));
+        assert_eq!(n.fresh_indexed(base, 12), format!("{base}12.9"));
+        // Short names are stored inline.
+        assert!(!n.fresh("copy").is_heap_allocated());
     }
 }

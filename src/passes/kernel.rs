@@ -7,7 +7,7 @@ use super::config::TileBounds;
 use super::tiling;
 use smallvec::SmallVec;
 
-use crate::ir::{ArrayShape, CompId, Dims, FusionKind, InstrId, Opcode, PrimitiveType};
+use crate::ir::{ArrayShape, CompId, Dims, FusionKind, InstrId, Name, Opcode, PrimitiveType};
 
 /// A tensor as stored: logical dims plus physical layout.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,14 +176,14 @@ pub struct Kernel {
     /// Position in [`super::CompiledModule::kernels`] (execution order).
     pub index: usize,
     /// Instruction name (the fusion's, or the unfused instruction's).
-    pub name: String,
+    pub name: Name,
     pub kind: KernelKind,
     /// Opcode of the hero (dot/convolution of a kOutput, reduce of a kInput, the root
     /// of a kLoop, the instruction itself when unfused).
     #[serde(with = "opcode_name")]
     pub hero: Opcode,
     /// Name of the hero instruction.
-    pub hero_name: String,
+    pub hero_name: Name,
     /// Computation that holds the kernel (index in the compiled module and name).
     pub computation: CompId,
     pub computation_name: String,

@@ -291,7 +291,7 @@ fn check_overrides(
         flat.table
             .nodes
             .get(i)
-            .map(|&(c, id)| m.comp(c).instr(id).name.clone())
+            .map(|&(c, id)| m.comp(c).instr(id).name.to_string())
             .unwrap_or_else(|| format!("#{i}"))
     };
     for &(p, c) in cfg.no_fuse.iter().chain(cfg.force_fuse.iter()) {

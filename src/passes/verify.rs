@@ -139,8 +139,8 @@ pub fn verify(m: &Module) -> Result<(), CompileError> {
             || params
                 .iter()
                 .zip(&e.params)
-                .any(|(s, &p)| *s != e.instr(p).shape)
-            || *result != e.instr(e.root).shape
+                .any(|(s, &p)| *s != *e.instr(p).shape)
+            || *result != *e.instr(e.root).shape
         {
             return Err(err(
                 m,

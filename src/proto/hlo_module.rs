@@ -208,7 +208,7 @@ fn computation<'a>(
                     format!("control predecessor id {p} is not an earlier instruction"),
                 )
             })?;
-            control_predecessors.push(comp.graph[*pid].name.clone());
+            control_predecessors.push(comp.graph[*pid].name.to_string());
         }
         // The node is created first and filled in place: an instruction is
         // ~900 bytes and every move of it showed in profiles.
@@ -598,7 +598,7 @@ fn fill_instruction(
     use Opcode as O;
     let opcode = ins.opcode;
     ins.shape = match i.shape_bytes {
-        Some(b) => shape_from_bytes(b, ctx, 0)?,
+        Some(b) => shape_from_bytes(b, ctx, 0)?.into(),
         None => return Err(bad(ctx, "instruction has no shape")),
     };
     let operand_type = |k: usize| if k == 0 { operands.type0 } else { None };

@@ -155,7 +155,7 @@ fn computation_proto(
         let ins = c.instr(n);
         let a = &ins.attrs;
         let mut p = xla::HloInstructionProto {
-            name: ins.name.clone(),
+            name: ins.name.to_string(),
             opcode: ins.opcode.name().to_string(),
             shape: Some(shape_proto(&ins.shape)),
             id: ids[&n],
@@ -304,7 +304,11 @@ fn computation_proto(
         .iter()
         .map(|&p| shape_proto(&c.instr(p).shape))
         .collect();
-    let names: Vec<String> = c.params.iter().map(|&p| c.instr(p).name.clone()).collect();
+    let names: Vec<String> = c
+        .params
+        .iter()
+        .map(|&p| c.instr(p).name.to_string())
+        .collect();
     xla::HloComputationProto {
         name: c.name.clone(),
         root_id: ids.get(&c.root).copied().unwrap_or(0),
