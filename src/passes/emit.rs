@@ -6,6 +6,7 @@
 use indexmap::IndexMap;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 use super::error::CompileError;
 use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
@@ -84,46 +85,66 @@ fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
 }
 
 /// Laid-out shapes of nodes, kept between compilations (in the pooled scratch of a
-/// `PreparedModule`): a node with the same input shape and the same layouts as in the
-/// last compilation gets the very same shape, so emitting it copies a pointer. Random
-/// layout configurations change the layouts of a few hundred nodes out of ~20K.
+/// `PreparedModule`): a node with the same input shape and the same layout as in the
+/// last compilation gets the very same shape, so emitting it copies a pointer. Slots
+/// are small and indexed by node, so a lookup touches one cache line at most.
 #[derive(Default)]
 struct ShapeCache {
     /// Per flat computation, per node.
-    slots: Vec<Vec<Option<ShapeSlot>>>,
+    slots: Vec<Vec<ShapeSlot>>,
 }
 
+#[derive(Default, Clone)]
 struct ShapeSlot {
     /// Address of the input shape the node borrows (stable while the module is borrowed).
-    key: usize,
-    layouts: SmallVec<[Dims; 1]>,
-    shape: SharedShape,
+    src: usize,
+    /// [`layout_key`] of the node's layouts.
+    key: u64,
+    shape: Option<SharedShape>,
+}
+
+/// The layouts of a node with one array leaf of rank < 16, packed exactly into an
+/// integer (rank, then one 4-bit digit per dimension); None for anything else.
+fn layout_key(layouts: &[Dims]) -> Option<u64> {
+    let [l] = layouts else { return None };
+    if l.len() >= 16 {
+        return None;
+    }
+    let mut k = (l.len() as u64) << 60;
+    for (i, &d) in l.iter().enumerate() {
+        if !(0..16).contains(&d) {
+            return None;
+        }
+        k |= (d as u64) << (4 * i);
+    }
+    Some(k)
 }
 
 impl ShapeCache {
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
         // Shapes the passes made themselves live only for one compilation: not cached
         // (their address could be reused by another shape).
-        let key = match &n.shape {
-            ShapeRef::Borrowed(s) => *s as *const Shape as usize,
-            ShapeRef::Owned(_) => return laid_out(&n.shape, &n.layouts).into(),
+        let (src, key) = match (&n.shape, layout_key(&n.layouts)) {
+            (ShapeRef::Borrowed(s), Some(key)) => (*s as *const Shape as usize, key),
+            _ => return laid_out(&n.shape, &n.layouts).into(),
         };
         if self.slots.len() <= fi {
             self.slots.resize_with(fi + 1, Vec::new);
         }
         let v = &mut self.slots[fi];
         if v.len() <= x as usize {
-            v.resize_with(x as usize + 1, || None);
+            v.resize(x as usize + 1 + v.len() / 4, ShapeSlot::default());
         }
-        match &mut v[x as usize] {
-            Some(s) if s.key == key && s.layouts == n.layouts => s.shape.clone(),
-            slot => {
+        let slot = &mut v[x as usize];
+        match &slot.shape {
+            Some(shape) if slot.src == src && slot.key == key => shape.clone(),
+            _ => {
                 let shape = SharedShape::new(laid_out(&n.shape, &n.layouts));
-                *slot = Some(ShapeSlot {
+                *slot = ShapeSlot {
+                    src,
                     key,
-                    layouts: n.layouts.clone(),
-                    shape: shape.clone(),
-                });
+                    shape: Some(shape.clone()),
+                };
                 shape
             }
         }
@@ -131,14 +152,14 @@ impl ShapeCache {
 }
 
 /// Physical shapes of the array leaves of a node.
-fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
+fn phys(n: &FNode<'_>) -> Phys {
     if let Shape::Array(a) = &*n.shape {
         let mut out = SmallVec::new();
         if a.element_type.is_array() {
-            out.push(match n.layouts.first() {
+            out.push(Arc::new(match n.layouts.first() {
                 Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
                 _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
-            });
+            }));
         }
         return out;
     }
@@ -146,31 +167,70 @@ fn phys(n: &FNode<'_>) -> SmallVec<[PhysicalShape; 1]> {
         .iter()
         .enumerate()
         .filter(|(_, a)| a.element_type.is_array())
-        .map(|(i, a)| match n.layouts.get(i) {
-            Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
-            _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
+        .map(|(i, a)| {
+            Arc::new(match n.layouts.get(i) {
+                Some(l) if l.len() == a.rank() => PhysicalShape::laid_out(a, l, true),
+                _ => PhysicalShape::laid_out(a, &tiling::row_major(a.rank()), true),
+            })
         })
         .collect()
 }
 
-/// Physical shapes of nodes, computed once per node.
+type Phys = SmallVec<[Arc<PhysicalShape>; 1]>;
+
+/// Physical shapes of nodes, shared by the kernels that read or write them. Like
+/// [`ShapeCache`], kept between compilations for nodes with one array leaf (checked
+/// against the input shape and the layout); other nodes are computed once per
+/// compilation.
 #[derive(Default)]
 struct PhysCache {
+    /// Per flat computation, per node.
+    slots: Vec<Vec<PhysSlot>>,
+    /// This compilation's shapes of the other nodes: node → index in `store`.
     idx: Vec<u32>,
-    store: Vec<SmallVec<[PhysicalShape; 1]>>,
+    store: Vec<Phys>,
+}
+
+#[derive(Default, Clone)]
+struct PhysSlot {
+    src: usize,
+    key: u64,
+    /// False until the slot is first filled.
+    set: bool,
+    phys: Phys,
 }
 
 impl PhysCache {
     fn reset(&mut self, n: usize) {
         refill(&mut self.idx, n, NONE);
         self.store.clear();
-        self.store.reserve(n);
     }
 
-    fn get(&mut self, fc: &FComp<'_>, x: u32) -> &[PhysicalShape] {
+    fn get(&mut self, fi: usize, fc: &FComp<'_>, x: u32) -> &[Arc<PhysicalShape>] {
+        let n = &fc.nodes[x as usize];
+        if let (ShapeRef::Borrowed(s), Some(key)) = (&n.shape, layout_key(&n.layouts)) {
+            let src = *s as *const Shape as usize;
+            if self.slots.len() <= fi {
+                self.slots.resize_with(fi + 1, Vec::new);
+            }
+            let v = &mut self.slots[fi];
+            if v.len() <= x as usize {
+                v.resize(x as usize + 1 + v.len() / 4, PhysSlot::default());
+            }
+            let slot = &mut v[x as usize];
+            if !(slot.set && slot.src == src && slot.key == key) {
+                *slot = PhysSlot {
+                    src,
+                    key,
+                    set: true,
+                    phys: phys(n),
+                };
+            }
+            return &slot.phys;
+        }
         let i = self.idx[x as usize];
         let i = if i == NONE {
-            self.store.push(phys(&fc.nodes[x as usize]));
+            self.store.push(phys(n));
             let i = (self.store.len() - 1) as u32;
             self.idx[x as usize] = i;
             i
@@ -180,10 +240,10 @@ impl PhysCache {
         &self.store[i as usize]
     }
 
-    fn all(&mut self, fc: &FComp<'_>, xs: &[u32]) -> Vec<PhysicalShape> {
+    fn all(&mut self, fi: usize, fc: &FComp<'_>, xs: &[u32]) -> Vec<Arc<PhysicalShape>> {
         let mut v = Vec::with_capacity(xs.len());
         for &x in xs {
-            v.extend_from_slice(self.get(fc, x));
+            v.extend_from_slice(self.get(fi, fc, x));
         }
         v
     }
@@ -200,6 +260,7 @@ fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 pub(crate) struct EmitScratch {
     pc: PhysCache,
     shapes: ShapeCache,
+    remapped: RemapCache,
     /// Kernels in emission order (taken out in execution order).
     all: Vec<Option<Kernel>>,
     /// Inputs of every fusion, concatenated; `input_end[g]` ends fusion g's.
@@ -249,6 +310,40 @@ fn remap_called(
     Ok(())
 }
 
+/// Attributes of input instructions that call computations, with the calls pointed at
+/// the output's computation ids; kept between compilations (the ids rarely change), so
+/// that a `reduce` does not copy its attributes every time.
+#[derive(Default)]
+struct RemapCache {
+    /// By address of the input instruction (stable while the module is borrowed).
+    attrs: std::collections::HashMap<usize, SharedAttrs, super::flat::FxBuild>,
+}
+
+impl RemapCache {
+    fn get(
+        &mut self,
+        src: &Instruction,
+        new_id: &[Option<CompId>],
+        m: &Module,
+    ) -> Result<SharedAttrs, CompileError> {
+        let key = src as *const Instruction as usize;
+        if let Some(a) = self.attrs.get(&key) {
+            let same = a.called.len() == src.attrs.called.len()
+                && a.called
+                    .iter()
+                    .zip(&src.attrs.called)
+                    .all(|(&(_, c), &(_, o))| new_id.get(o).copied().flatten() == Some(c));
+            if same {
+                return Ok(a.clone());
+            }
+        }
+        let mut a = src.attrs.clone();
+        remap_called(&mut a, new_id, m, &src.name)?;
+        self.attrs.insert(key, a.clone());
+        Ok(a)
+    }
+}
+
 struct Emitter<'e, 'a> {
     m: &'a Module,
     names: &'e mut Namer<'a>,
@@ -268,11 +363,15 @@ impl<'e, 'a> Emitter<'e, 'a> {
         n: &FNode<'a>,
         name: Name,
         shape: SharedShape,
+        remapped: &mut RemapCache,
     ) -> Result<Instruction, CompileError> {
         match n.src {
             Some(src) => {
-                let mut attrs = src.attrs.clone();
-                remap_called(&mut attrs, &self.new_id, self.m, &src.name)?;
+                let mut attrs = if src.attrs.called.is_empty() {
+                    src.attrs.clone()
+                } else {
+                    remapped.get(src, &self.new_id, self.m)?
+                };
                 if n.opcode != src.opcode && attrs.dimensions.is_some() {
                     // transpose/reshape turned into a bitcast
                     attrs.dimensions = None;
@@ -357,6 +456,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let EmitScratch {
             pc,
             shapes,
+            remapped,
             all,
             inputs,
             input_end,
@@ -511,8 +611,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     ));
                 }
                 if let Some(c) = comp.as_mut() {
-                    let mut ins =
-                        self.instr(nd, name.clone().unwrap_or_default(), shapes.get(fi, x, nd))?;
+                    let mut ins = self.instr(
+                        nd,
+                        name.clone().unwrap_or_default(),
+                        shapes.get(fi, x, nd),
+                        remapped,
+                    )?;
                     if has_ctrl {
                         own_name[x as usize] = ins.name == nd.name();
                     }
@@ -532,7 +636,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 new_ids[x as usize] = id;
                 if is_kernel {
                     let name = name.unwrap_or_default();
-                    let parameters = pc.all(fc, &nd.operands);
+                    let parameters = pc.all(fi, fc, &nd.operands);
                     kernels.push((x, all.len() as u32));
                     all.push(Some(Kernel {
                         index: 0,
@@ -541,12 +645,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                         kind: KernelKind::Unfused,
                         hero: nd.opcode,
                         computation: cid,
-                        computation_name: orig.name.clone(),
+                        computation_name: Name::from(orig.name.as_str()),
                         instruction: id,
                         fused_computation: None,
                         hero_operands: parameters.clone(),
                         parameters,
-                        outputs: pc.get(fc, x).to_vec(),
+                        outputs: pc.get(fi, fc, x).to_vec(),
                         tile: None,
                         instruction_count: 1,
                         call_site: None,
@@ -572,7 +676,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let mut parameters = Vec::with_capacity(ins_g.len());
             for (i, &inp) in ins_g.iter().enumerate() {
                 let on = &fc.nodes[inp as usize];
-                parameters.extend_from_slice(pc.get(fc, inp));
+                parameters.extend_from_slice(pc.get(fi, fc, inp));
                 let pname = if dry {
                     self.names.skip();
                     Name::default()
@@ -602,8 +706,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     hero_name = name.clone().unwrap_or_default();
                 }
                 if let Some(f) = f.as_mut() {
-                    let mut ins =
-                        self.instr(nd2, name.unwrap_or_default(), shapes.get(fi, x2, nd2))?;
+                    let mut ins = self.instr(
+                        nd2,
+                        name.unwrap_or_default(),
+                        shapes.get(fi, x2, nd2),
+                        remapped,
+                    )?;
                     if !ins.attrs.control_predecessors.is_empty() {
                         ins.attrs.control_predecessors.clear();
                     }
@@ -658,12 +766,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 hero: hero.opcode,
                 hero_name,
                 computation: cid,
-                computation_name: orig.name.clone(),
+                computation_name: Name::from(orig.name.as_str()),
                 instruction: id,
                 fused_computation: Some(fcid),
                 parameters,
-                outputs: pc.get(fc, gp.root).to_vec(),
-                hero_operands: pc.all(fc, &hero.operands),
+                outputs: pc.get(fi, fc, gp.root).to_vec(),
+                hero_operands: pc.all(fi, fc, &hero.operands),
                 tile: None,
                 instruction_count: gp.members.len(),
                 call_site: None,

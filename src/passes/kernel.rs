@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::config::TileBounds;
 use super::tiling;
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 use crate::ir::{ArrayShape, CompId, Dims, FusionKind, InstrId, Name, Opcode, PrimitiveType};
 
@@ -186,17 +187,18 @@ pub struct Kernel {
     pub hero_name: Name,
     /// Computation that holds the kernel (index in the compiled module and name).
     pub computation: CompId,
-    pub computation_name: String,
+    pub computation_name: Name,
     /// Graph index of the kernel's instruction in that computation.
     pub instruction: u32,
     /// The fused computation (fusions only).
     pub fused_computation: Option<CompId>,
-    /// Operands in order.
-    pub parameters: Vec<PhysicalShape>,
+    /// Operands in order. (Shared: every kernel that reads a value points at the same
+    /// shape, and so do later compilations that give it the same layout.)
+    pub parameters: Vec<Arc<PhysicalShape>>,
     /// Array outputs (one unless the result is a tuple).
-    pub outputs: Vec<PhysicalShape>,
+    pub outputs: Vec<Arc<PhysicalShape>>,
     /// Operands of the hero instruction (for dot/convolution: input, kernel).
-    pub hero_operands: Vec<PhysicalShape>,
+    pub hero_operands: Vec<Arc<PhysicalShape>>,
     /// Tile bounds from the configuration (None = compiler default).
     pub tile: Option<TileBounds>,
     /// Instructions in the kernel, parameters excluded (1 for an unfused op).

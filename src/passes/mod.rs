@@ -384,10 +384,14 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
             "output_bounds",
             &t.bounds.output_bounds,
             "output",
-            k.outputs.first(),
+            k.outputs.first().map(|p| &**p),
             "the kernel has no array output",
         )?;
-        let kernel_operand = if mxu { k.hero_operands.get(1) } else { None };
+        let kernel_operand = if mxu {
+            k.hero_operands.get(1).map(|p| &**p)
+        } else {
+            None
+        };
         check(
             "kernel_bounds",
             &t.bounds.kernel_bounds,
@@ -402,7 +406,7 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
             "input_bounds",
             &t.bounds.input_bounds,
             "input",
-            k.hero_operands.first(),
+            k.hero_operands.first().map(|p| &**p),
             "the hero has no operands",
         )?;
         assign.push((i, t.bounds.clone()));
