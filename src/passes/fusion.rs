@@ -536,11 +536,13 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             return Verdict::No;
         }
         let mut forced = false;
-        for &(m, _) in &readers {
-            if self.edge_flag(&self.cfg.no_fuse, p, m) {
-                return Verdict::No;
+        if !self.cfg.no_fuse.is_empty() || !self.cfg.force_fuse.is_empty() {
+            for &(m, _) in &readers {
+                if self.edge_flag(&self.cfg.no_fuse, p, m) {
+                    return Verdict::No;
+                }
+                forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
             }
-            forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
         }
         let policy = self.cfg.policy;
         if policy == FusionPolicy::None && !forced {
