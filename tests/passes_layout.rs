@@ -497,20 +497,33 @@ fn prepared_module_compiles_like_compile() {
     is_sync::<tpusim::passes::PreparedModule<'static>>();
     let m = module(TWO_CONVS);
     let p = tpusim::passes::PreparedModule::new(&m).unwrap();
-    for cfg in [
+    let configs = [
         CompilationConfig::default(),
         layout_cfg(&[
             ("c1", &[3, 2, 1, 0], &[], &[]),
             ("c2", &[], &[0, 3, 2, 1], &[]),
         ]),
-    ] {
-        let a = compile(&m, &cfg).unwrap();
-        let b = p.compile(&cfg).unwrap();
+    ];
+    // Twice round: the prepared module keeps laid-out and physical shapes between
+    // compilations; going back to a configuration must give what a fresh compile gives.
+    for cfg in configs.iter().chain(&configs) {
+        let a = compile(&m, cfg).unwrap();
+        let b = p.compile(cfg).unwrap();
         assert_eq!(print_module(&a.module), print_module(&b.module));
         assert_eq!(a.kernels, b.kernels);
-        let k = p.compile_kernels(&cfg).unwrap();
+        let k = p.compile_kernels(cfg).unwrap();
         assert_eq!(k.kernels, a.kernels);
         assert_eq!(k.stats, a.stats);
     }
     assert_eq!(p.node_table().len(), 8);
+    // Compiled twice with the same configuration, an instruction gets the very same
+    // shape, and a kernel the very same physical shapes.
+    let (a, b) = (
+        p.compile(&configs[1]).unwrap(),
+        p.compile(&configs[1]).unwrap(),
+    );
+    let (ea, eb) = (a.module.entry(), b.module.entry());
+    assert!(ea.instr(ea.root).shape.same_as(&eb.instr(eb.root).shape));
+    let (ka, kb) = (a.kernels.last().unwrap(), b.kernels.last().unwrap());
+    assert!(std::sync::Arc::ptr_eq(&ka.outputs[0], &kb.outputs[0]));
 }
