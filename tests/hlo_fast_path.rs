@@ -176,3 +176,36 @@ fn compiled_modules_with_tiled_layouts_agree() {
         }
     }
 }
+
+#[test]
+fn shapes_written_alike_are_shared_and_copied_on_write() {
+    let text = "HloModule m\n\nENTRY e {\n  p = f32[8,128]{1,0} parameter(0)\n  a = f32[8,128]{1,0} negate(p)\n  b = f32[8,128]{0,1} copy(a)\n  ROOT c = f32[8,128]{1,0} add(a, a)\n}\n";
+    let mut m = parse_module("t.hlo", text).unwrap();
+    // Read by the fast path (which shares shapes by their text).
+    let stats = parse_module_stats("t.hlo", text).unwrap().1;
+    assert_eq!((stats.fast, stats.general), (1, 0));
+    let e = m.entry();
+    let id = |n: &str| e.find(n).unwrap();
+    let (p, a, b, c) = (id("p"), id("a"), id("b"), id("c"));
+    // The same text gives the same shape; another layout another one.
+    assert!(e.instr(p).shape.same_as(&e.instr(a).shape));
+    assert!(e.instr(a).shape.same_as(&e.instr(c).shape));
+    assert!(!e.instr(a).shape.same_as(&e.instr(b).shape));
+    // Writing to one instruction's shape leaves the others as they were.
+    let e = m.entry_mut();
+    e.instr_mut(a).shape.clear_layouts();
+    let e = m.entry();
+    assert_eq!(e.instr(a).shape.as_array().unwrap().layout, None);
+    assert_eq!(
+        e.instr(c)
+            .shape
+            .as_array()
+            .unwrap()
+            .layout
+            .as_ref()
+            .unwrap()
+            .minor_to_major[..],
+        [1, 0]
+    );
+    assert!(e.instr(p).shape.same_as(&e.instr(c).shape));
+}

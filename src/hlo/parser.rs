@@ -9,6 +9,9 @@ use std::collections::HashMap;
 /// Instruction names → ids while a computation is built (a fast, fixed-seed hash: the
 /// map is only looked up, never iterated).
 type NameMap<'a> = HashMap<&'a str, InstrId, foldhash::fast::FixedState>;
+/// Shapes read in one computation, by their text: an instruction whose shape is written
+/// like an earlier one's shares it (`SharedShape`) instead of reading it again.
+type ShapeMemo<'a> = HashMap<&'a str, SharedShape, foldhash::fast::FixedState>;
 
 use super::attrs::{self as av, ValueError};
 use super::error::HloError;
@@ -517,6 +520,7 @@ struct CompBuilder<'a> {
     explicit_root: Option<InstrId>,
     param_numbers: Vec<(i64, InstrId, usize)>,
     pending_ctrl: Vec<(InstrId, usize)>,
+    shapes: ShapeMemo<'a>,
 }
 
 impl<'a> CompBuilder<'a> {
@@ -532,6 +536,7 @@ impl<'a> CompBuilder<'a> {
             explicit_root: None,
             param_numbers: Vec::new(),
             pending_ctrl: Vec::new(),
+            shapes: ShapeMemo::default(),
         }
     }
 }
@@ -766,7 +771,7 @@ impl<'a> Builder<'a> {
     ) -> Result<(), HloError> {
         let istart = p.as_span().start();
         let (instr, operands, is_root, name) =
-            self.instruction(p, &cb.comp, &cb.names, comps, pos)?;
+            self.instruction(p, &cb.comp, &cb.names, &mut cb.shapes, comps, pos)?;
         if cb.names.contains_key(name) {
             return Err(self.err_at(
                 istart,
@@ -829,6 +834,7 @@ impl<'a> Builder<'a> {
             explicit_root,
             mut param_numbers,
             pending_ctrl,
+            ..
         } = cb;
         // Control predecessors must be defined earlier in the same computation.
         for (id, at) in pending_ctrl {
@@ -875,6 +881,7 @@ impl<'a> Builder<'a> {
         pair: P<'a>,
         comp: &Computation,
         names: &NameMap<'a>,
+        shapes: &mut ShapeMemo<'a>,
         comps: &indexmap::IndexMap<String, Computation>,
         pos: Pos<'_>,
     ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
@@ -885,6 +892,9 @@ impl<'a> Builder<'a> {
         };
         let mut is_root = false;
         let mut name: &'a str = "";
+        // A shape token of the fast path (shared through `shapes`), or a shape read by
+        // the general rules.
+        let mut shared: Option<SharedShape> = None;
         let mut shape: Option<Shape> = None;
         let mut opcode = Opcode::Tuple;
         let mut wrapped = None;
@@ -906,7 +916,7 @@ impl<'a> Builder<'a> {
                     let sp = t.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
                     let (n, sh) = (&t[..sp], t.get(sp + 3..).ok_or_else(not_fast)?);
                     name = name_of_token(n).ok_or_else(not_fast)?;
-                    shape = Some(scanned_shape(sh)?);
+                    shared = Some(memo_shape(shapes, sh)?);
                 }
                 Rule::array_shape | Rule::array_tok | Rule::tuple_shape | Rule::buffer_shape => {
                     shape = Some(self.shape(p)?)
@@ -944,7 +954,7 @@ impl<'a> Builder<'a> {
                     name = name_of_token(&t[..sp]).ok_or_else(not_fast)?;
                     let rest = t.get(sp + 3..).ok_or_else(not_fast)?;
                     let sp2 = rest.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
-                    shape = Some(scanned_shape(&rest[..sp2])?);
+                    shared = Some(memo_shape(shapes, &rest[..sp2])?);
                     let body = &rest[sp2 + 1..];
                     op_at = p.as_span().start() + sp + 3 + sp2 + 1;
                     let number = body
@@ -1042,13 +1052,14 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        let shape = match shape {
-            Some(mut s) => {
+        let shape: SharedShape = match (shared, shape) {
+            (Some(s), _) => s,
+            (None, Some(mut s)) => {
                 s.fill_default_layouts();
-                s
+                s.into()
             }
-            None => match infer_simple_shape(opcode, &operands, comp) {
-                Some(s) => s,
+            (None, None) => match infer_simple_shape(opcode, &operands, comp) {
+                Some(s) => s.into(),
                 None => {
                     return Err(self.err_at(
                         op_at,
@@ -1061,7 +1072,7 @@ impl<'a> Builder<'a> {
             name: name.into(),
             opcode,
             async_wrapped: wrapped,
-            shape: shape.into(),
+            shape,
             attrs,
             line,
             col,
@@ -1405,6 +1416,19 @@ impl<'a> Builder<'a> {
     fn name_tok(&self, p: &P<'a>) -> Result<&'a str, HloError> {
         name_of_token(p.as_str()).ok_or_else(not_fast)
     }
+}
+
+/// The shape of a scanned token, with default layouts filled in; shared with earlier
+/// instructions of the computation whose shape is written the same way.
+fn memo_shape<'a>(shapes: &mut ShapeMemo<'a>, text: &'a str) -> Result<SharedShape, HloError> {
+    if let Some(s) = shapes.get(text) {
+        return Ok(s.clone());
+    }
+    let mut s = scanned_shape(text)?;
+    s.fill_default_layouts();
+    let s = SharedShape::new(s);
+    shapes.insert(text, s.clone());
+    Ok(s)
 }
 
 /// An array shape from a scanned token: the fast reader takes exactly the common valid
