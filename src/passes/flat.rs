@@ -412,16 +412,11 @@ impl<'a> Namer<'a> {
             // SAFETY: `base` is a str (cut at its end) followed by ASCII digits and '.'.
             return Name::from(unsafe { std::str::from_utf8_unchecked(&buf[..len]) });
         }
-        let mut s = String::with_capacity(base.len() + 42);
-        s.push_str(base);
-        if let Some(i) = index {
-            let len = write_decimal(&mut buf, i);
-            s.push_str(std::str::from_utf8(&buf[..len]).unwrap_or_default());
-        }
-        s.push('.');
-        let len = write_decimal(&mut buf, k);
-        s.push_str(std::str::from_utf8(&buf[..len]).unwrap_or_default());
-        Name::from(s)
+        // A long base (rare): the name is on the heap anyway.
+        Name::from(match index {
+            Some(i) => format!("{base}{i}.{k}"),
+            None => format!("{base}.{k}"),
+        })
     }
 }
 
