@@ -84,23 +84,76 @@ fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
     walk(shape, layouts, &mut 0)
 }
 
-/// Laid-out shapes of nodes, kept between compilations (in the pooled scratch of a
-/// `PreparedModule`): a node with the same input shape and the same layout as in the
-/// last compilation gets the very same shape, so emitting it copies a pointer. Slots
-/// are small and indexed by node, so a lookup touches one cache line at most.
-#[derive(Default)]
-struct ShapeCache {
+/// Values computed from a node's input shape and layouts, kept between compilations
+/// (in the pooled scratch of a `PreparedModule`): a node with the same input shape and
+/// the same layout as in the last compilation gets the very same value. Slots are small
+/// and indexed by node, so a lookup touches one cache line at most.
+struct NodeSlots<T> {
     /// Per flat computation, per node.
-    slots: Vec<Vec<ShapeSlot>>,
+    slots: Vec<Vec<NodeSlot<T>>>,
 }
 
-#[derive(Default, Clone)]
-struct ShapeSlot {
+impl<T> Default for NodeSlots<T> {
+    fn default() -> Self {
+        NodeSlots { slots: Vec::new() }
+    }
+}
+
+#[derive(Clone)]
+struct NodeSlot<T> {
     /// Address of the input shape the node borrows (stable while the module is borrowed).
     src: usize,
     /// [`layout_key`] of the node's layouts.
     key: u64,
-    shape: Option<SharedShape>,
+    value: Option<T>,
+}
+
+impl<T: Clone> NodeSlots<T> {
+    /// The value of node `x` of flat computation `fi`, made by `make` unless the last
+    /// compilation's still holds; None (nothing made) for nodes that are not cached:
+    /// shapes the passes made themselves live only for one compilation (their address
+    /// could be reused by another shape), and tuples have no [`layout_key`].
+    fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>, make: impl FnOnce() -> T) -> Option<&T> {
+        let (src, key) = match (&n.shape, layout_key(&n.layouts)) {
+            (ShapeRef::Borrowed(s), Some(key)) => (*s as *const Shape as usize, key),
+            _ => return None,
+        };
+        if self.slots.len() <= fi {
+            self.slots.resize_with(fi + 1, Vec::new);
+        }
+        let v = &mut self.slots[fi];
+        if v.len() <= x as usize {
+            let empty = NodeSlot {
+                src: 0,
+                key: 0,
+                value: None,
+            };
+            v.resize(x as usize + 1 + v.len() / 4, empty);
+        }
+        let slot = &mut v[x as usize];
+        if slot.value.is_none() || slot.src != src || slot.key != key {
+            *slot = NodeSlot {
+                src,
+                key,
+                value: Some(make()),
+            };
+        }
+        slot.value.as_ref()
+    }
+}
+
+/// Laid-out shapes of nodes: emitting a node laid out as last time copies a pointer.
+#[derive(Default)]
+struct ShapeCache(NodeSlots<SharedShape>);
+
+impl ShapeCache {
+    fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
+        let make = || SharedShape::new(laid_out(&n.shape, &n.layouts));
+        match self.0.get(fi, x, n, make) {
+            Some(s) => s.clone(),
+            None => make(),
+        }
+    }
 }
 
 /// The layouts of a node with one array leaf of rank < 16, packed exactly into an
@@ -118,37 +171,6 @@ fn layout_key(layouts: &[Dims]) -> Option<u64> {
         k |= (d as u64) << (4 * i);
     }
     Some(k)
-}
-
-impl ShapeCache {
-    fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
-        // Shapes the passes made themselves live only for one compilation: not cached
-        // (their address could be reused by another shape).
-        let (src, key) = match (&n.shape, layout_key(&n.layouts)) {
-            (ShapeRef::Borrowed(s), Some(key)) => (*s as *const Shape as usize, key),
-            _ => return laid_out(&n.shape, &n.layouts).into(),
-        };
-        if self.slots.len() <= fi {
-            self.slots.resize_with(fi + 1, Vec::new);
-        }
-        let v = &mut self.slots[fi];
-        if v.len() <= x as usize {
-            v.resize(x as usize + 1 + v.len() / 4, ShapeSlot::default());
-        }
-        let slot = &mut v[x as usize];
-        match &slot.shape {
-            Some(shape) if slot.src == src && slot.key == key => shape.clone(),
-            _ => {
-                let shape = SharedShape::new(laid_out(&n.shape, &n.layouts));
-                *slot = ShapeSlot {
-                    src,
-                    key,
-                    shape: Some(shape.clone()),
-                };
-                shape
-            }
-        }
-    }
 }
 
 /// Physical shapes of the array leaves of a node.
@@ -178,26 +200,16 @@ fn phys(n: &FNode<'_>) -> Phys {
 
 type Phys = SmallVec<[Arc<PhysicalShape>; 1]>;
 
-/// Physical shapes of nodes, shared by the kernels that read or write them. Like
-/// [`ShapeCache`], kept between compilations for nodes with one array leaf (checked
+/// Physical shapes of nodes, shared by the kernels that read or write them. Kept
+/// between compilations ([`NodeSlots`]) for nodes with one array leaf (checked
 /// against the input shape and the layout); other nodes are computed once per
 /// compilation.
 #[derive(Default)]
 struct PhysCache {
-    /// Per flat computation, per node.
-    slots: Vec<Vec<PhysSlot>>,
+    slots: NodeSlots<Phys>,
     /// This compilation's shapes of the other nodes: node → index in `store`.
     idx: Vec<u32>,
     store: Vec<Phys>,
-}
-
-#[derive(Default, Clone)]
-struct PhysSlot {
-    src: usize,
-    key: u64,
-    /// False until the slot is first filled.
-    set: bool,
-    phys: Phys,
 }
 
 impl PhysCache {
@@ -208,25 +220,8 @@ impl PhysCache {
 
     fn get(&mut self, fi: usize, fc: &FComp<'_>, x: u32) -> &[Arc<PhysicalShape>] {
         let n = &fc.nodes[x as usize];
-        if let (ShapeRef::Borrowed(s), Some(key)) = (&n.shape, layout_key(&n.layouts)) {
-            let src = *s as *const Shape as usize;
-            if self.slots.len() <= fi {
-                self.slots.resize_with(fi + 1, Vec::new);
-            }
-            let v = &mut self.slots[fi];
-            if v.len() <= x as usize {
-                v.resize(x as usize + 1 + v.len() / 4, PhysSlot::default());
-            }
-            let slot = &mut v[x as usize];
-            if !(slot.set && slot.src == src && slot.key == key) {
-                *slot = PhysSlot {
-                    src,
-                    key,
-                    set: true,
-                    phys: phys(n),
-                };
-            }
-            return &slot.phys;
+        if let Some(p) = self.slots.get(fi, x, n, || phys(n)) {
+            return p;
         }
         let i = self.idx[x as usize];
         let i = if i == NONE {
