@@ -403,6 +403,23 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
         csv.to_str().unwrap(),
     ]);
     let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 11, "{text}");
+    // The runs are compiled in parallel; one thread writes the same file.
+    let csv1 = a.path().join("pred1.csv");
+    let out = tpusim()
+        .args([
+            "estimate",
+            layout_pb.to_str().unwrap(),
+            "--runs",
+            "--quiet",
+            "--out",
+            csv1.to_str().unwrap(),
+        ])
+        .env("RAYON_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&csv1).unwrap(), text);
     let row0: i64 = text
         .lines()
         .nth(1)

@@ -2,6 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use super::input::load_modules;
@@ -50,6 +51,9 @@ pub struct EstimateArgs {
     /// With --runs: the CSV to write (ID,config_index,predicted_runtime_ns).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With --runs: no progress bar (there is none when stderr is not a terminal).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -155,7 +159,8 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         let Some(out) = &a.out else {
             anyhow::bail!("--runs needs --out FILE.csv");
         };
-        let (rows, failed) = super::replay::replay(&a.file, &t, out)?;
+        let progress = !a.quiet && std::io::stderr().is_terminal();
+        let (rows, failed) = super::replay::replay(&a.file, &t, out, progress)?;
         println!(
             "{rows} runs written to {} ({failed} could not be applied)",
             out.display()

@@ -9,30 +9,39 @@
 //! physical dim, major to minor (see docs/cost-model.md for the dimension order).
 
 use anyhow::Result;
+use indicatif::ProgressBar;
+use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::dataset::generate::progress_bar;
 use crate::kernels::{LoweredProgram, TileOverrides};
-use crate::passes::{compile, CompilationConfig, LayoutEntry, NodeRef};
+use crate::passes::{CompilationConfig, LayoutEntry, NodeRef, PreparedModule};
 use crate::proto::{read_tuning_file, write_file_atomic, ModuleTuning, RunConfig, Tuning};
 use crate::tpu::{TileConfig, TpuTarget};
 
 /// Predicted runtime of each run of one module (None where the run's configuration
-/// cannot be applied, with the reason).
-pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<f64, String>>> {
+/// cannot be applied, with the reason), in run order. The module is prepared once
+/// ([`PreparedModule`]) and the layout runs are compiled in parallel (rayon); the
+/// result does not depend on the thread count.
+pub fn predict_runs(
+    mt: &ModuleTuning,
+    target: &TpuTarget,
+    progress: &ProgressBar,
+) -> Result<Vec<Result<f64, String>>> {
     let Some(module) = mt.module_ir()? else {
         anyhow::bail!("the tuning data holds no module");
     };
+    let prepared = PreparedModule::new(&module)?;
     // The default compilation serves every tile run.
-    let base = compile(&module, &CompilationConfig::default())?;
+    let base = prepared.compile(&CompilationConfig::default())?;
     let base_prog = LoweredProgram::new(&base.module)?;
     let root_kernel = {
         let e = base.module.entry();
-        e.instr(e.root).name.clone()
+        e.instr(e.root).name.to_string()
     };
-    let mut out = Vec::with_capacity(mt.runs.len());
-    for run in &mt.runs {
-        let r: Result<f64, String> = match &run.config {
+    let run_one = |run: &crate::proto::Run| -> Result<f64, String> {
+        match &run.config {
             RunConfig::Tile(Some(t)) => {
                 let mut tiles = TileOverrides::default();
                 let cfg = TileConfig {
@@ -41,7 +50,7 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
                     input_bounds: t.input_bounds.clone(),
                 };
                 if cfg != TileConfig::default() {
-                    tiles.insert(root_kernel.to_string(), cfg);
+                    tiles.insert(root_kernel.clone(), cfg);
                 }
                 base_prog
                     .total_ns(target, &tiles)
@@ -63,7 +72,8 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
                         kernel: node.kernel().to_vec(),
                     });
                 }
-                compile(&module, &c)
+                prepared
+                    .compile(&c)
                     .map_err(|e| e.to_string())
                     .and_then(|cm| LoweredProgram::new(&cm.module).map_err(|e| e.to_string()))
                     .and_then(|p| {
@@ -74,14 +84,27 @@ pub fn predict_runs(mt: &ModuleTuning, target: &TpuTarget) -> Result<Vec<Result<
             _ => base_prog
                 .total_ns(target, &TileOverrides::default())
                 .map_err(|e| e.to_string()),
-        };
-        out.push(r);
-    }
-    Ok(out)
+        }
+    };
+    Ok(mt
+        .runs
+        .par_iter()
+        .map(|run| {
+            let r = run_one(run);
+            progress.inc(1);
+            r
+        })
+        .collect())
 }
 
 /// Write the CSV for a tuning file; returns the number of rows and of failed runs.
-pub fn replay(file: &Path, target: &TpuTarget, out: &Path) -> Result<(usize, usize)> {
+/// `progress`: show a progress bar on stderr.
+pub fn replay(
+    file: &Path,
+    target: &TpuTarget,
+    out: &Path,
+    progress: bool,
+) -> Result<(usize, usize)> {
     let tuning = read_tuning_file(file)?;
     let stem = file
         .file_name()
@@ -97,10 +120,13 @@ pub fn replay(file: &Path, target: &TpuTarget, out: &Path) -> Result<(usize, usi
             .map(|(k, m)| (format!("{stem}#{k}"), m))
             .collect(),
     };
+    let total: usize = modules.iter().map(|(_, m)| m.runs.len()).sum();
+    let bar = progress_bar(progress, total as u64, "runs");
     let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
     let (mut rows, mut failed) = (0, 0);
     for (id, m) in modules {
-        for (j, r) in predict_runs(m, target)?.into_iter().enumerate() {
+        let predicted = predict_runs(m, target, &bar);
+        for (j, r) in predicted?.into_iter().enumerate() {
             rows += 1;
             match r {
                 Ok(ns) => {
@@ -114,6 +140,7 @@ pub fn replay(file: &Path, target: &TpuTarget, out: &Path) -> Result<(usize, usi
             }
         }
     }
+    bar.finish_and_clear();
     write_file_atomic(out, csv.as_bytes())?;
     Ok((rows, failed))
 }

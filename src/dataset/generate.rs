@@ -127,7 +127,8 @@ pub struct Input {
     pub module: Module,
 }
 
-fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
+/// A progress bar on stderr (hidden unless `enabled`).
+pub(crate) fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(
         Some(len),
         if enabled {
