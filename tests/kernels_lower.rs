@@ -291,6 +291,91 @@ ENTRY %main (x: f32[8,32,32,64], k: f32[3,3,64,128]) -> f32[8,16,16,128] {
     assert_eq!(d.flops, built.flops + 8.0 * 16.0 * 16.0 * 128.0);
 }
 
+/// The filter gradient of a 3×3 convolution as JAX writes it for a training step (ResNet-50,
+/// stage 1): the activations are the "input" with the batch as its feature dim, the
+/// output gradients the 56×56 "window", the result the 3×3×64×64 filter.
+#[test]
+fn filter_gradient_contracts_window_taps_with_the_features() {
+    let m = module(
+        r#"
+HloModule fg
+ENTRY %main (a: f32[8,56,56,64], g: f32[8,56,56,64]) -> f32[3,3,64,64] {
+  %a = f32[8,56,56,64]{3,2,1,0} parameter(0)
+  %g = f32[8,56,56,64]{3,2,1,0} parameter(1)
+  ROOT %dw = f32[3,3,64,64]{3,2,1,0} convolution(%a, %g), window={size=56x56 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf
+}
+"#,
+    );
+    let d = desc(&m, "dw");
+    let kinds: Vec<_> = d.reduction_dims.iter().map(|r| (r.kind, r.size)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (ReductionKind::Window, 56),
+            (ReductionKind::Window, 56),
+            (ReductionKind::Contraction, 8)
+        ]
+    );
+    // Iteration dims: output 0..4 = [3, 3, 64, 64], then taps 4, 5 and K 6.
+    assert!(d.is_big_window(4) && d.is_big_window(5));
+    assert!(!d.is_big_window(6));
+    assert!(d.has_big_window());
+    let t = TpuTarget::v3();
+    let e = estimate(&d, &TileConfig::default(), &t).unwrap();
+    // The default tile cuts the taps, not M (3·3·64) or N (64).
+    assert_eq!(&e.tile[..4], &[3, 3, 64, 64]);
+    let (t4, t5, t6) = (e.tile[4], e.tile[5], e.tile[6]);
+    assert_eq!(t6, 8);
+    assert!(t4 * t5 < 56 * 56, "the taps are tiled: {:?}", &e.tile[..7]);
+    assert!(
+        56 % t4 == 0 && 56 % t5 == 0,
+        "no edge tiles: {:?}",
+        &e.tile[..7]
+    );
+    // One contraction of K·taps per step: M_pad = 576, N_pad = 128, K_pad = ⌈8·t4·t5/128⌉·128.
+    let k_pad = ((8 * t4 * t5 + 127) / 128 * 128) as f64;
+    let steps = ((56 / t4) * (56 / t5)) as f64;
+    assert_eq!(e.steps as f64, steps);
+    let padded = steps * 2.0 * 576.0 * 128.0 * k_pad;
+    assert!(
+        (e.padded_flops - padded).abs() <= 1e-9 * padded,
+        "{} vs {padded}",
+        e.padded_flops
+    );
+    // MXU cycles: ⌈folds / 2 MXUs⌉ · 576 rows per step, folds = K_pad / 128.
+    let cycles = steps * ((k_pad / 128.0) / 2.0).ceil() * 576.0;
+    let mxu_ns = cycles / t.mxu_rate_hz() * 1e9;
+    assert!(
+        (e.mxu_ns - mxu_ns).abs() <= 1e-6 * mxu_ns,
+        "{} vs {mxu_ns}",
+        e.mxu_ns
+    );
+    // One pass per tap with K = 8 padded to 128 was 3 % of the MXU and 15 ms.
+    assert!(e.mxu_utilization > 0.4, "{}", e.mxu_utilization);
+    assert!(e.total_ns < 1e6, "{} ns", e.total_ns);
+
+    // A forward convolution's window is smaller than its output: one pass per tap.
+    let fwd = KernelDesc::conv2d(
+        "c",
+        tpusim::tpu::Conv2dShape {
+            n: 8,
+            h: 56,
+            w: 56,
+            c_in: 64,
+            c_out: 64,
+            kh: 3,
+            kw: 3,
+            stride: 1,
+            pad: 1,
+        },
+        32,
+        32,
+        MxuPrecision::Bf16,
+    )
+    .unwrap();
+    assert!(!fwd.has_big_window());
+}
+
 const REDUCE: &str = r#"
 HloModule red
 %add (a: f32[], b: f32[]) -> f32[] {

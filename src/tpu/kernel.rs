@@ -376,6 +376,28 @@ impl KernelDesc {
         self.output.dims.len() + self.reduction_dims.len()
     }
 
+    /// Window taps that slide over a smaller output than themselves: iteration dim
+    /// `win` of a `DimMap::Window { out, win }` with extent(win) > extent(out). This is
+    /// the filter gradient of a convolution in a training step (the window is the
+    /// activation gradient, the output the filter), which XLA's TPU emitter
+    /// contracts as one matmul over window taps × input features.
+    pub fn is_big_window(&self, win: usize) -> bool {
+        self.inputs.iter().any(|inp| {
+            inp.dims.iter().any(|m| match *m {
+                DimMap::Window { out, win: w, .. } => {
+                    w == win && self.iter_extent(w) > self.iter_extent(out)
+                }
+                _ => false,
+            })
+        })
+    }
+
+    /// Is any window of this kernel a big window ([`Self::is_big_window`])?
+    pub fn has_big_window(&self) -> bool {
+        let r = self.output_rank();
+        (r..self.n_iter()).any(|d| self.is_big_window(d))
+    }
+
     /// Extent of iteration dim `d` (0 if out of range).
     pub fn iter_extent(&self, d: usize) -> i64 {
         let r = self.output.dims.len();

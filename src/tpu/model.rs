@@ -241,6 +241,8 @@ struct Ctx<'a> {
     steps: f64,
     bw: f64,
     k_tiled: bool,
+    /// [`KernelDesc::has_big_window`]: window taps fold into K.
+    big_window: bool,
     memo: [(f64, f64); DMA_MEMO],
     memo_len: usize,
 }
@@ -334,6 +336,12 @@ impl Ctx<'_> {
                 }
                 _ => window *= x,
             }
+        }
+        if self.big_window {
+            // A filter gradient: the window taps and the input features are one
+            // contraction (im2col), not one pass per tap with K padded to the array.
+            k_in *= window;
+            window = 1;
         }
         let m_pad = m_other * round_up(m_in, i64::from(t.sublanes));
         let n_pad = n_other * round_up(n_in, rr);
@@ -560,6 +568,7 @@ pub(crate) fn evaluate(
         steps,
         bw: target.core_hbm_bandwidth(),
         k_tiled: (r..n).any(|d| g[d] > 1),
+        big_window: desc.has_big_window(),
         memo: [(0.0, 0.0); DMA_MEMO],
         memo_len: 0,
     };
@@ -838,13 +847,18 @@ fn write_summary(
         let rr = target.mxu_size;
         let _ = writeln!(
             tr,
-            "   MXU: {} × {}×{} arrays at {:.3} GHz effective; precision {:?} ({} pass(es)); per fold max(M_pad, {rr}) cycles (weight load overlapped), folds = batch·window·K_pad/{rr}·N_pad/{rr}",
+            "   MXU: {} × {}×{} arrays at {:.3} GHz effective; precision {:?} ({} pass(es)); per fold max(M_pad, {rr}) cycles (weight load overlapped), {}",
             target.mxus_per_core,
             rr,
             rr,
             target.mxu_rate_hz() / 1e9,
             spec.precision,
-            spec.precision.passes()
+            spec.precision.passes(),
+            if desc.has_big_window() {
+                format!("folds = batch·⌈K·window/{rr}⌉·N_pad/{rr} (filter gradient: the window taps are part of the contraction)")
+            } else {
+                format!("folds = batch·window·K_pad/{rr}·N_pad/{rr}")
+            }
         );
         let _ = writeln!(
             tr,

@@ -251,6 +251,9 @@ fn shrink_class(desc: &KernelDesc, d: usize, t: i64) -> u8 {
                 match desc.reduction_dims.get(d - r).map(|x| x.kind) {
                     Some(ReductionKind::Contraction) if t > 512 => 0,
                     Some(ReductionKind::Contraction) => 3,
+                    // A filter gradient's window (part of its contraction, and the
+                    // extent of both inputs' tiles): cut it before M and N.
+                    _ if desc.is_big_window(d) => 0,
                     _ => 2,
                 }
             }
@@ -282,9 +285,10 @@ fn halve(t: i64, a: i64) -> i64 {
 
 /// Default tile sizes (allocation-free): start from the whole iteration
 /// space and halve (keeping hardware alignment) until the double-buffered
-/// footprint fits the scoped VMEM limit. MXU kernels first cut batch dims and
-/// K down to 512, then the larger of M/N (balanced tiles maximise
-/// intensity), then window taps, then K further. Other kernels cut major
+/// footprint fits the scoped VMEM limit. MXU kernels first cut batch dims,
+/// K down to 512 and the window taps of a filter gradient
+/// ([`KernelDesc::is_big_window`]), then the larger of M/N (balanced tiles
+/// maximise intensity), then other window taps, then K further. Other kernels cut major
 /// dims first, then the sublane dim, and keep the lane dim whole longest.
 pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX_DIMS]) {
     let n = desc.n_iter().min(MAX_DIMS);
