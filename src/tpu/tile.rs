@@ -237,6 +237,34 @@ pub fn dim_alignment(desc: &KernelDesc, target: &TpuTarget, d: usize) -> i64 {
     }
 }
 
+/// Alignment the operands' physical tiling asks of iteration dim `d` in the default
+/// tile: a dim that indexes an input's minor (lane) dim keeps multiples of the lane
+/// count, one that indexes its second-minor dim multiples of the sublane tile. Cutting
+/// such a dim finer does not shrink the input's padded tile (the (8, 128) tile pads
+/// it back), it only multiplies the steps that fetch it.
+fn operand_alignment(desc: &KernelDesc, target: &TpuTarget, d: usize) -> i64 {
+    let mut a = 1;
+    for inp in &desc.inputs {
+        let k = inp.dims.len();
+        // A window dim of the input is indexed by its output dim and its taps.
+        let indexes = |j: usize| {
+            let hit = match inp.dims.get(j) {
+                Some(&DimMap::Iter(i)) => i == d,
+                Some(&DimMap::Window { out, win, .. }) => out == d || win == d,
+                _ => false,
+            };
+            hit && inp.tensor.dims.get(j).is_some_and(|&s| s > 1)
+        };
+        if k >= 1 && indexes(k - 1) {
+            a = a.max(i64::from(target.lanes));
+        }
+        if k >= 2 && indexes(k - 2) {
+            a = a.max(target.sublane_tile(inp.tensor.elem_bits));
+        }
+    }
+    a
+}
+
 /// Shrink class of a dim in the default-tile search (lower shrinks first).
 fn shrink_class(desc: &KernelDesc, d: usize, t: i64) -> u8 {
     let r = desc.output_rank();
@@ -289,24 +317,54 @@ fn halve(t: i64, a: i64) -> i64 {
 /// K down to 512 and the window taps of a filter gradient
 /// ([`KernelDesc::is_big_window`]), then the larger of M/N (balanced tiles
 /// maximise intensity), then other window taps, then K further. Other kernels cut major
-/// dims first, then the sublane dim, and keep the lane dim whole longest.
+/// dims first, then the sublane dim, and keep the lane dim whole longest. Dims that
+/// index an input's two minor physical dims keep its tile alignment
+/// ([`operand_alignment`]) unless nothing else fits.
 pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX_DIMS]) {
     let n = desc.n_iter().min(MAX_DIMS);
+    let mut hw = [1i64; MAX_DIMS];
     let mut align = [1i64; MAX_DIMS];
     for d in 0..n {
         t[d] = desc.iter_extent(d).max(1);
-        align[d] = dim_alignment(desc, target, d).max(1);
+        hw[d] = dim_alignment(desc, target, d).max(1);
+        align[d] = hw[d].max(operand_alignment(desc, target, d));
     }
+    // Dims the operands' tiling asks to keep are cut only when nothing else makes the
+    // tiles fit (then the search starts again from the whole space).
+    let whole = *t;
+    if !shrink_to_fit(desc, target, &mut t[..n], &align[..n]) {
+        *t = whole;
+        shrink_to_fit(desc, target, &mut t[..n], &hw[..n]);
+    }
+}
+
+/// Halve dims (lowest [`shrink_class`] first, then the largest tile) down to their
+/// alignment until the footprint fits VMEM; false if it still does not.
+fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[i64]) -> bool {
     let limit = target.vmem_limit_bytes;
+    let mut saved = [0u64; MAX_DIMS];
     // Each iteration halves one dim, so the loop ends after Σ log2(extent) steps.
     for _ in 0..(64 * MAX_DIMS) {
-        if vmem_footprint(desc, target, &t[..n]) <= limit {
-            return;
+        let fp = vmem_footprint(desc, target, t);
+        if fp <= limit {
+            return true;
+        }
+        // Bytes each cut would save; a cut that saves less than half of the best one
+        // is not considered (halving N does not shrink an LHS that fills VMEM).
+        let mut most = 0;
+        for d in 0..t.len() {
+            let nt = halve(t[d], align[d]);
+            saved[d] = 0;
+            if nt < t[d] {
+                let old = std::mem::replace(&mut t[d], nt);
+                saved[d] = fp.saturating_sub(vmem_footprint(desc, target, t));
+                t[d] = old;
+            }
+            most = most.max(saved[d]);
         }
         let mut best: Option<(u8, f64, usize)> = None;
-        for d in 0..n {
-            let nt = halve(t[d], align[d]);
-            if nt >= t[d] {
+        for d in 0..t.len() {
+            if saved[d] == 0 || saved[d] * 2 < most {
                 continue;
             }
             let class = shrink_class(desc, d, t[d]);
@@ -321,9 +379,10 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
         }
         match best {
             Some((_, _, d)) => t[d] = halve(t[d], align[d]),
-            None => return,
+            None => return false,
         }
     }
+    false
 }
 
 /// The tile an XLA-like compiler would pick by default (see [`default_sizes`]).
