@@ -439,3 +439,27 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
             .unwrap();
     assert_eq!(arrays["config_runtime"].as_slice::<i64>().unwrap()[0], row0);
 }
+
+/// A reader that stops early (`tpusim compile … | head`) ends the command quietly:
+/// exit code 0, no panic message.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let r50 = sample("resnet50_train_b8.hlo");
+    for args in [
+        vec!["compile", r50.as_str()],
+        vec!["estimate", r50.as_str()],
+        vec!["compile", r50.as_str(), "--emit", "json"],
+    ] {
+        let mut child = tpusim()
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tpusim");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait for tpusim");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

@@ -59,9 +59,9 @@ pub fn verify(a: VerifyArgs) -> Result<i32> {
     let mut failed = 0;
     for f in &a.files {
         if verify_file(f, a.split_modules)? {
-            println!("ok {}", f.display());
+            outln!("ok {}", f.display())?;
         } else {
-            println!("error {}", f.display());
+            outln!("error {}", f.display())?;
             failed += 1;
         }
     }
@@ -79,9 +79,9 @@ pub fn analyze(a: AnalyzeArgs) -> Result<i32> {
     for m in &mods {
         let r = analyze_module(&m.module);
         if a.json {
-            println!("{}", serde_json::to_string(&r)?);
+            outln!("{}", serde_json::to_string(&r)?)?;
         } else {
-            print!("{}", render_report(&r, a.top));
+            out!("{}", render_report(&r, a.top))?;
         }
     }
     Ok(0)

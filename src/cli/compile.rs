@@ -147,8 +147,8 @@ pub fn compile_cmd(a: CompileArgs) -> Result<i32> {
         return Ok(1);
     };
     match a.emit {
-        Emit::Hlo => print!("{}", print_module(&c.module)),
-        Emit::Json => println!("{}", c.kernels_json()),
+        Emit::Hlo => out!("{}", print_module(&c.module))?,
+        Emit::Json => outln!("{}", c.kernels_json())?,
     }
     Ok(0)
 }
@@ -161,10 +161,10 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         };
         let progress = !a.quiet && std::io::stderr().is_terminal();
         let (rows, failed) = super::replay::replay(&a.file, &t, out, progress)?;
-        println!(
+        outln!(
             "{rows} runs written to {} ({failed} could not be applied)",
             out.display()
-        );
+        )?;
         return Ok(if rows > 0 && failed == rows { 1 } else { 0 });
     }
     let Some(c) = compiled(&a.file, &a.config)? else {
@@ -179,22 +179,31 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         }
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&e)?);
+        outln!("{}", serde_json::to_string_pretty(&e)?)?;
         return Ok(0);
     }
-    println!(
+    outln!(
         "{}: {:.3} ms on {} ({} kernels)",
         a.file.display(),
         e.total_ns / 1e6,
         t.name,
         e.kernels.len()
-    );
-    println!(
+    )?;
+    outln!(
         "{:<28} {:<13} {:<18} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>6}  bottleneck",
-        "kernel", "kind", "hero", "flops", "bytes", "mxu_us", "vpu_us", "hbm_us", "total_us", "x"
-    );
+        "kernel",
+        "kind",
+        "hero",
+        "flops",
+        "bytes",
+        "mxu_us",
+        "vpu_us",
+        "hbm_us",
+        "total_us",
+        "x"
+    )?;
     for r in &e.kernels {
-        println!(
+        outln!(
             "{:<28} {:<13} {:<18} {:>12.3e} {:>12.3e} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>6}  {:?}",
             r.name,
             r.kind,
@@ -207,10 +216,10 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
             r.total_ns / 1e3,
             r.multiplier,
             r.bottleneck
-        );
+        )?;
     }
     for w in &e.warnings {
-        println!("note: {w}");
+        outln!("note: {w}")?;
     }
     Ok(0)
 }
@@ -223,7 +232,7 @@ pub fn explain_cmd(a: ExplainArgs) -> Result<i32> {
     let tile = tiles_of(&c).remove(&a.kernel).unwrap_or_default();
     match explain_kernel(&c.module, &t, &a.kernel, &tile) {
         Ok(s) => {
-            print!("{s}");
+            out!("{s}")?;
             Ok(0)
         }
         Err(e) => {

@@ -158,9 +158,9 @@ pub fn generate(c: Collection) -> Result<i32> {
         }
     })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        outln!(
             "{} modules, {} files written, {} skipped (already complete), {} configs in {:.2} s ({:.0} configs/s)",
             report.modules,
             report.files_written,
@@ -168,9 +168,9 @@ pub fn generate(c: Collection) -> Result<i32> {
             report.configs,
             report.seconds,
             report.configs_per_second
-        );
+        )?;
         for n in &report.notes {
-            println!("note: {n}");
+            outln!("note: {n}")?;
         }
     }
     Ok(0)
@@ -179,15 +179,17 @@ pub fn generate(c: Collection) -> Result<i32> {
 pub fn score(a: ScoreArgs) -> Result<i32> {
     let r = score_submission(&a.data, &a.split, &a.predictions)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
     } else {
         for c in &r.collections {
-            println!(
+            outln!(
                 "{:<22} graphs={:<5} score={:.4}",
-                c.collection, c.graphs, c.score
-            );
+                c.collection,
+                c.graphs,
+                c.score
+            )?;
         }
-        println!("final score {:.4}", r.final_score);
+        outln!("final score {:.4}", r.final_score)?;
     }
     Ok(0)
 }

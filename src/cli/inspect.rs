@@ -29,9 +29,9 @@ pub fn inspect(a: InspectArgs) -> Result<i32> {
             {
                 Ok(s) => {
                     if a.json {
-                        println!("{}", serde_json::to_string(&s)?);
+                        outln!("{}", serde_json::to_string(&s)?)?;
                     } else {
-                        println!("{s}");
+                        outln!("{s}")?;
                     }
                 }
                 Err(e) => {
@@ -44,9 +44,9 @@ pub fn inspect(a: InspectArgs) -> Result<i32> {
         match summarize_npz(f) {
             Ok(s) => {
                 if a.json {
-                    println!("{}", serde_json::to_string(&s)?);
+                    outln!("{}", serde_json::to_string(&s)?)?;
                 } else {
-                    println!("{}", s);
+                    outln!("{}", s)?;
                 }
                 if !s.is_valid() {
                     failed += 1;

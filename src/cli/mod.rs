@@ -1,6 +1,23 @@
 //! The `tpusim` command line: one file per command; this file holds the argument
 //! definitions and the dispatcher.
 
+/// `print!` to stdout that returns the write error instead of panicking (a closed
+/// pipe, as in `tpusim estimate … | head`, then ends the command quietly: see [`run`]).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)
+    }};
+}
+
+/// `println!` that returns the write error (see [`out!`]).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)
+    }};
+}
+
 mod analyze;
 mod compile;
 mod generate;
