@@ -315,8 +315,8 @@ fn labels_make_sense() {
         "{not_default} of {}",
         files.len()
     );
-    // Layout (search around the default): runtimes spread and the default is not
-    // always the fastest.
+    // Layout (search around the default): runtimes spread, but moderately: a
+    // configuration near the default changes a few nodes.
     let out = run(&[
         "generate",
         "layout",
@@ -333,21 +333,20 @@ fn labels_make_sense() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let files = v["files"].as_array().unwrap();
-    // (Configurations near the default change a few nodes: ResNet-50 training, whose
-    // step is ~59 ms on v3, spreads by ~6 %, ResNet-18 inference by ~24 %.)
+    // ResNet-50 training (a 34 ms step on v3) spreads by ~9 %, ResNet-18 inference by
+    // ~24 %. Before the filter-gradient and default-tile rules of the cost model, a
+    // single changed convolution could cost seconds: ResNet-18 spread 9.4×.
     for f in files {
         eprintln!(
             "layout {}: max/min {:.2}, default best: {}",
             f["file"], f["max_min_ratio"], f["default_is_best"]
         );
-        assert!(f["max_min_ratio"].as_f64().unwrap() > 1.02);
+        let r = f["max_min_ratio"].as_f64().unwrap();
+        assert!(r > 1.02 && r < 2.0, "{r}");
     }
     assert!(files
         .iter()
         .any(|f| f["max_min_ratio"].as_f64().unwrap() > 1.1));
-    assert!(files
-        .iter()
-        .any(|f| !f["default_is_best"].as_bool().unwrap()));
 }
 
 #[test]

@@ -97,6 +97,45 @@ fn default_layout_moves_the_batch_next_to_the_feature_dim() {
     assert_eq!(c.stats.copies_inserted, 1);
 }
 
+/// A training step: the forward convolution and the filter gradient JAX writes for it
+/// (`dim_labels=f01b_i01o->01bf`: the activation's batch is the "feature", its channels
+/// the "batch", the output gradient the 16×16 "window").
+const FILTER_GRADIENT: &str = r#"
+HloModule fg, entry_computation_layout={(f32[8,16,16,32]{3,2,1,0}, f32[3,3,32,64]{3,2,1,0}, f32[8,16,16,64]{3,2,1,0})->(f32[8,16,16,64]{3,2,1,0}, f32[3,3,32,64]{3,2,1,0})}
+
+ENTRY e {
+  x = f32[8,16,16,32]{3,2,1,0} parameter(0)
+  k = f32[3,3,32,64]{3,2,1,0} parameter(1)
+  g = f32[8,16,16,64]{3,2,1,0} parameter(2)
+  y = f32[8,16,16,64]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  dk = f32[3,3,32,64]{3,2,1,0} convolution(x, g), window={size=16x16 pad=1_1x1_1}, dim_labels=f01b_i01o->01bf
+  ROOT t = (f32[8,16,16,64]{3,2,1,0}, f32[3,3,32,64]{3,2,1,0}) tuple(y, dk)
+}
+"#;
+
+#[test]
+fn filter_gradient_reads_the_activation_in_its_forward_layout() {
+    let m = module(FILTER_GRADIENT);
+    let c = compile(&m, &CompilationConfig::default()).unwrap();
+    verify(&c.module).unwrap();
+    // The forward convolution wants x as {3,0,2,1} (H, W, N, C major to minor). The
+    // filter gradient reads x as [spatial…, feature (N), batch (C)] = the same {3,0,2,1}
+    // (not {0,3,2,1}, which would put the batch of 8 in the 128 lanes), so one copy of x
+    // serves both; g is read as its filter layout [spatial…, in (N), out (C)] =
+    // {3,0,2,1}; the 3×3×32×64 result is row-major, as the entry result wants.
+    assert_eq!(
+        copies(&c.module),
+        vec![
+            ("g".to_string(), vec![3, 0, 2, 1]),
+            ("x".to_string(), vec![3, 0, 2, 1])
+        ]
+    );
+    assert_eq!(operand_layout(&c.module, "dk", 0), vec![3, 0, 2, 1]);
+    assert_eq!(operand_layout(&c.module, "dk", 1), vec![3, 0, 2, 1]);
+    assert_eq!(operand_layout(&c.module, "y", 0), vec![3, 0, 2, 1]);
+    assert_eq!(c.stats.copies_inserted, 2);
+}
+
 #[test]
 fn configured_operand_layouts_insert_exactly_the_needed_copies() {
     let m = module(ONE_CONV);

@@ -520,7 +520,33 @@ fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
         mtm.reverse();
         Some(mtm)
     };
-    let input = act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?;
+    // A filter gradient (the window is larger than the output it slides over, e.g.
+    // `window={size=56x56}` producing a 3×3 filter): its input is a forward activation
+    // with the roles swapped — "feature" is the forward batch (often < 8), "batch" the
+    // forward channels. XLA's TPU emitter reads it in the forward layout, channels
+    // minor: `[spatial…, feature, batch]`, which needs no relayout copy of an NHWC
+    // activation and does not pad a batch of 8 to 128 lanes.
+    let window = n.src?.attrs.window.as_deref();
+    let filter_gradient = window.is_some_and(|w| {
+        w.dims.iter().zip(&cd.output_spatial).any(|(wd, &o)| {
+            usize::try_from(o)
+                .ok()
+                .and_then(|o| n.dims().get(o))
+                .is_some_and(|&out| wd.size > out)
+        })
+    });
+    let input = if filter_gradient {
+        let mut mtm: Dims = cd.input_spatial.iter().copied().collect();
+        mtm.push(cd.input_feature);
+        mtm.push(cd.input_batch);
+        if mtm.len() != lhs.len() {
+            return None;
+        }
+        mtm.reverse();
+        mtm
+    } else {
+        act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?
+    };
     let output = act(
         cd.output_batch,
         cd.output_feature,
