@@ -125,8 +125,7 @@ pub fn replay(
     let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
     let (mut rows, mut failed) = (0, 0);
     for (id, m) in modules {
-        let predicted = predict_runs(m, target, &bar);
-        for (j, r) in predicted?.into_iter().enumerate() {
+        for (j, r) in predict_runs(m, target, &bar)?.into_iter().enumerate() {
             rows += 1;
             match r {
                 Ok(ns) => {
@@ -134,7 +133,7 @@ pub fn replay(
                 }
                 Err(e) => {
                     failed += 1;
-                    eprintln!("{}: {id} run {j}: {e}", file.display());
+                    bar.suspend(|| eprintln!("{}: {id} run {j}: {e}", file.display()));
                     let _ = writeln!(csv, "{id},{j},");
                 }
             }

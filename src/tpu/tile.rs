@@ -342,30 +342,33 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
 /// alignment until the footprint fits VMEM; false if it still does not.
 fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[i64]) -> bool {
     let limit = target.vmem_limit_bytes;
-    let mut saved = [0u64; MAX_DIMS];
+    // Bytes each possible cut saves (None: the dim is at its alignment).
+    let mut saved = [None::<u64>; MAX_DIMS];
     // Each iteration halves one dim, so the loop ends after Σ log2(extent) steps.
     for _ in 0..(64 * MAX_DIMS) {
         let fp = vmem_footprint(desc, target, t);
         if fp <= limit {
             return true;
         }
-        // Bytes each cut would save; a cut that saves less than half of the best one
-        // is not considered (halving N does not shrink an LHS that fills VMEM).
+        // A cut that saves less than half of the best one is not considered (halving
+        // N does not shrink an LHS that fills VMEM). When no single cut saves bytes
+        // (padding can absorb one halving), every possible cut is.
         let mut most = 0;
         for d in 0..t.len() {
             let nt = halve(t[d], align[d]);
-            saved[d] = 0;
-            if nt < t[d] {
+            saved[d] = (nt < t[d]).then(|| {
                 let old = std::mem::replace(&mut t[d], nt);
-                saved[d] = fp.saturating_sub(vmem_footprint(desc, target, t));
+                let s = fp.saturating_sub(vmem_footprint(desc, target, t));
                 t[d] = old;
-            }
-            most = most.max(saved[d]);
+                s
+            });
+            most = most.max(saved[d].unwrap_or(0));
         }
         let mut best: Option<(u8, f64, usize)> = None;
         for d in 0..t.len() {
-            if saved[d] == 0 || saved[d] * 2 < most {
-                continue;
+            match saved[d] {
+                Some(s) if s * 2 >= most => {}
+                _ => continue,
             }
             let class = shrink_class(desc, d, t[d]);
             let score = t[d] as f64;
