@@ -345,3 +345,32 @@ fn rows_serialize_to_json() {
     assert_eq!(rows.len(), e.kernels.len());
     assert!(rows[0].get("multiplier").is_some() && rows[0].get("tile").is_some());
 }
+
+/// Kernels that differ only in their names are one class (evaluated once); a kernel
+/// with another shape or another element type is a class of its own.
+#[test]
+fn identical_kernels_share_one_class() {
+    let m = module(
+        r#"
+HloModule classes
+ENTRY %main (x: f32[512,1024], y: f32[512,1024], z: f32[256,1024], w: bf16[512,1024]) -> (f32[512,1024], f32[512,1024], f32[256,1024], bf16[512,1024]) {
+  %x = f32[512,1024]{1,0} parameter(0)
+  %y = f32[512,1024]{1,0} parameter(1)
+  %z = f32[256,1024]{1,0} parameter(2)
+  %w = bf16[512,1024]{1,0} parameter(3)
+  %a = f32[512,1024]{1,0} exponential(%x)
+  %b = f32[512,1024]{1,0} exponential(%y)
+  %c = f32[256,1024]{1,0} exponential(%z)
+  %d = bf16[512,1024]{1,0} exponential(%w)
+  ROOT %t = (f32[512,1024]{1,0}, f32[512,1024]{1,0}, f32[256,1024]{1,0}, bf16[512,1024]{1,0}) tuple(%a, %b, %c, %d)
+}
+"#,
+    );
+    let lp = LoweredProgram::new(&m).unwrap();
+    let e = est(&m);
+    let names: Vec<&str> = e.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c", "d"]);
+    assert_eq!(lp.distinct_kernels(), 3);
+    assert!(close(row(&e, "a").total_ns, row(&e, "b").total_ns));
+    assert!(row(&e, "c").total_ns < row(&e, "a").total_ns);
+}

@@ -12,7 +12,10 @@
 //! the two ends (output, leaves) are turned into physical order. Rules and
 //! approximations: `docs/kernels.md`.
 
-use std::collections::HashMap;
+use smallvec::SmallVec;
+/// Maps keyed by instruction id, hashed with foldhash (the lowering builds a few per
+/// kernel; SipHash cost more than the rest of the lookups).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 use std::fmt::Write as _;
 
 use thiserror::Error;
@@ -168,7 +171,7 @@ struct Region<'m> {
 
 impl<'m> Region<'m> {
     fn fused(module: &'m Module, fc: &'m Computation) -> Self {
-        let mut leaf_input = HashMap::new();
+        let mut leaf_input = HashMap::default();
         let mut leaves = Vec::new();
         for (i, &p) in fc.params.iter().enumerate() {
             if fc.graph.node_weight(p).is_some() {
@@ -188,7 +191,7 @@ impl<'m> Region<'m> {
     }
 
     fn single(module: &'m Module, c: &'m Computation, id: InstrId) -> Self {
-        let mut leaf_input = HashMap::new();
+        let mut leaf_input = HashMap::default();
         let mut leaves = Vec::new();
         for o in c.operands(id) {
             if let std::collections::hash_map::Entry::Vacant(e) = leaf_input.entry(o) {
@@ -240,7 +243,7 @@ impl<'m> Region<'m> {
         elem_shape(&self.ins(id).shape)
     }
 
-    fn dims(&self, id: InstrId) -> Vec<i64> {
+    fn dims(&self, id: InstrId) -> SmallVec<[i64; 6]> {
         self.arr(id)
             .map(|a| a.dims.iter().map(|&d| dim_size(d)).collect())
             .unwrap_or_default()
@@ -264,8 +267,8 @@ impl<'m> Region<'m> {
         }
     }
 
-    fn operands(&self, id: InstrId) -> Vec<InstrId> {
-        self.comp.operands(id).into_vec()
+    fn operands(&self, id: InstrId) -> SmallVec<[InstrId; 4]> {
+        self.comp.operands(id)
     }
 
     fn called(&self, id: InstrId, role: CallRole) -> Option<&'m Computation> {
@@ -422,7 +425,8 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     }
     let mut best: Option<(f64, InstrId)> = None;
     for &id in &members {
-        if matches!(r.opcode(id), Opcode::Reduce | Opcode::ReduceWindow) && r.dims(id) == main_dims
+        if matches!(r.opcode(id), Opcode::Reduce | Opcode::ReduceWindow)
+            && r.dims(id).as_slice() == main_dims
         {
             let n = r
                 .operands(id)
@@ -1234,7 +1238,7 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
     let mut red: Vec<ReductionDim> = Vec::new();
     let mut hd = HeroDims::default();
     let hops = if r.is_leaf(hero) {
-        vec![]
+        SmallVec::new()
     } else {
         r.operands(hero)
     };
@@ -1375,8 +1379,8 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         hero,
         class,
         hd,
-        maps: HashMap::new(),
-        leaf_maps: HashMap::new(),
+        maps: HashMap::default(),
+        leaf_maps: HashMap::default(),
         aliased,
         stack: Vec::new(),
     };

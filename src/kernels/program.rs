@@ -390,10 +390,47 @@ fn induction_trips(module: &Module, c: &crate::ir::Computation, id: InstrId) -> 
     u64::try_from(n.max(0)).ok()
 }
 
-fn structural_key(d: &KernelDesc) -> String {
-    let mut k = d.clone();
-    k.name.clear();
-    serde_json::to_string(&k).unwrap_or_default()
+/// Do two kernels cost the same on any target and tile (their descriptions equal but
+/// for the name, and the same side outputs)? Destructured so that a new field of
+/// `KernelDesc` must be considered here.
+fn same_structure(a: &LoweredKernel, b: &LoweredKernel) -> bool {
+    let KernelDesc {
+        name: _,
+        kind,
+        output,
+        reduction_dims,
+        inputs,
+        kernel_operand,
+        vpu,
+        transcendentals,
+        flops,
+    } = &a.desc;
+    let y = &b.desc;
+    *kind == y.kind
+        && *output == y.output
+        && *reduction_dims == y.reduction_dims
+        && *inputs == y.inputs
+        && *kernel_operand == y.kernel_operand
+        && *vpu == y.vpu
+        && transcendentals.to_bits() == y.transcendentals.to_bits()
+        && flops.to_bits() == y.flops.to_bits()
+        && a.side_outputs == b.side_outputs
+}
+
+/// Hash of a few fields of [`same_structure`] (kernels that hash apart differ).
+fn structure_hash(k: &LoweredKernel) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let d = &k.desc;
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
+    d.output.dims.hash(&mut h);
+    d.output.elem_bits.hash(&mut h);
+    for i in &d.inputs {
+        i.tensor.dims.hash(&mut h);
+    }
+    d.reduction_dims.len().hash(&mut h);
+    d.flops.to_bits().hash(&mut h);
+    k.side_outputs.len().hash(&mut h);
+    h.finish()
 }
 
 fn kind_name(k: &KernelKind) -> &'static str {
@@ -419,20 +456,23 @@ impl LoweredProgram {
         };
         let nodes = w.walk(module.entry)?;
         let mut kernels = w.kernels;
-        let mut classes = Vec::new();
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for (i, k) in kernels.iter_mut().enumerate() {
-            let key = structural_key(&k.lowered.desc);
-            let mut side = String::new();
-            for t in &k.lowered.side_outputs {
-                side.push_str(&format!("{:?}/{};", t.dims, t.elem_bits));
-            }
-            let key = key + &side;
-            let class = *seen.entry(key).or_insert_with(|| {
-                classes.push(i);
-                classes.len() - 1
-            });
-            k.class = class;
+        let mut classes: Vec<usize> = Vec::new();
+        // Structure hash → classes with that hash.
+        let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
+        for i in 0..kernels.len() {
+            let bucket = seen.entry(structure_hash(&kernels[i].lowered)).or_default();
+            let found = bucket
+                .iter()
+                .copied()
+                .find(|&c| same_structure(&kernels[classes[c]].lowered, &kernels[i].lowered));
+            kernels[i].class = match found {
+                Some(c) => c,
+                None => {
+                    classes.push(i);
+                    bucket.push(classes.len() - 1);
+                    classes.len() - 1
+                }
+            };
         }
         let mut by_name = HashMap::new();
         for (i, k) in kernels.iter().enumerate() {
