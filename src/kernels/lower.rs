@@ -13,9 +13,6 @@
 //! approximations: `docs/kernels.md`.
 
 use smallvec::SmallVec;
-/// Maps keyed by instruction id, hashed with foldhash (the lowering builds a few per
-/// kernel; SipHash cost more than the rest of the lookups).
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 use std::fmt::Write as _;
 
 use thiserror::Error;
@@ -32,6 +29,10 @@ use crate::tpu::{
     DimMap, InputDesc, KernelDesc, KernelKind, ModelError, MxuPrecision, MxuRole, MxuSpec,
     OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
 };
+
+/// Maps keyed by instruction id, hashed with foldhash (the lowering builds a few per
+/// kernel).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
 
 /// Why an instruction cannot be lowered.
 #[derive(Debug, Clone, PartialEq, Error)]
