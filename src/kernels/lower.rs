@@ -1380,8 +1380,13 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         hero,
         class,
         hd,
-        maps: HashMap::default(),
-        leaf_maps: HashMap::default(),
+        // Sized for the region (a fused computation's instructions or one
+        // instruction, and its leaves).
+        maps: HashMap::with_capacity_and_hasher(
+            if r.single { 1 } else { r.comp.order.len() },
+            Default::default(),
+        ),
+        leaf_maps: HashMap::with_capacity_and_hasher(r.leaves.len(), Default::default()),
         aliased,
         stack: Vec::new(),
     };
