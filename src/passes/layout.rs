@@ -503,22 +503,27 @@ impl<'s, 'a> Solver<'s, 'a> {
 /// Preferred convolution layouts `(input, kernel, output)` as minor_to_major.
 fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
     let cd = n.src?.attrs.conv_dims.as_ref()?;
+    // minor_to_major of `[spatial…, a, b]` (major to minor).
+    let spatial_then = |spatial: &[i64], a: i64, b: i64| -> Dims {
+        let mut mtm: Dims = spatial.iter().copied().collect();
+        mtm.push(a);
+        mtm.push(b);
+        mtm.reverse();
+        mtm
+    };
     let act = |batch: i64, feature: i64, spatial: &[i64], dims: &[i64]| -> Option<Dims> {
         let bsize = *dims.get(usize::try_from(batch).ok()?)?;
-        let mut mtm: Dims = Dims::new();
-        if bsize >= 8 {
-            mtm.extend(spatial.iter().copied());
-            mtm.push(batch);
+        let m2m = if bsize >= 8 {
+            spatial_then(spatial, batch, feature)
         } else {
+            // [batch, spatial…, feature]
+            let mut mtm: Dims = std::iter::once(feature)
+                .chain(spatial.iter().rev().copied())
+                .collect();
             mtm.push(batch);
-            mtm.extend(spatial.iter().copied());
-        }
-        mtm.push(feature);
-        if mtm.len() != dims.len() {
-            return None;
-        }
-        mtm.reverse();
-        Some(mtm)
+            mtm
+        };
+        (m2m.len() == dims.len()).then_some(m2m)
     };
     // A filter gradient (the window is larger than the output it slides over, e.g.
     // `window={size=56x56}` producing a 3×3 filter): its input is a forward activation
@@ -536,14 +541,12 @@ fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
         })
     });
     let input = if filter_gradient {
-        let mut mtm: Dims = cd.input_spatial.iter().copied().collect();
-        mtm.push(cd.input_feature);
-        mtm.push(cd.input_batch);
-        if mtm.len() != lhs.len() {
-            return None;
-        }
-        mtm.reverse();
-        mtm
+        Some(spatial_then(
+            &cd.input_spatial,
+            cd.input_feature,
+            cd.input_batch,
+        ))
+        .filter(|m| m.len() == lhs.len())?
     } else {
         act(cd.input_batch, cd.input_feature, &cd.input_spatial, lhs)?
     };
@@ -553,10 +556,11 @@ fn conv_preference(n: &FNode<'_>, lhs: &[i64]) -> Option<(Dims, Dims, Dims)> {
         &cd.output_spatial,
         n.dims(),
     )?;
-    let mut k: Dims = cd.kernel_spatial.iter().copied().collect();
-    k.push(cd.kernel_input_feature);
-    k.push(cd.kernel_output_feature);
-    k.reverse();
+    let k = spatial_then(
+        &cd.kernel_spatial,
+        cd.kernel_input_feature,
+        cd.kernel_output_feature,
+    );
     Some((input, k, output))
 }
 
