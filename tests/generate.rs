@@ -439,6 +439,81 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
     assert_eq!(arrays["config_runtime"].as_slice::<i64>().unwrap()[0], row0);
 }
 
+/// `--labels recompile`: every layout configuration is compiled, lowered and estimated,
+/// so the labels are exactly what `tpusim estimate --runs` predicts for the written
+/// `.pb` file (which addresses the nodes by TpuGraphs index instead of by name); they
+/// differ from the incremental labels except for the default row, and do not depend
+/// on the thread count.
+#[test]
+fn recompiled_layout_labels_are_what_estimate_predicts() {
+    let a = tempfile::tempdir().unwrap();
+    let r18 = sample("resnet18_infer_b8.hlo");
+    let gen = |dir: &Path, labels: &str, threads: Option<&str>| {
+        let mut cmd = tpusim();
+        cmd.args([
+            "generate",
+            "layout",
+            &r18,
+            "--out",
+            dir.to_str().unwrap(),
+            "--configs",
+            "8",
+            "--labels",
+            labels,
+            "--pb",
+            "--quiet",
+        ]);
+        if let Some(t) = threads {
+            cmd.env("RAYON_NUM_THREADS", t);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let f = dir.join("npz/layout/xla/random/train/resnet18_infer_b8.npz");
+        let arrays = tpusim::dataset::npz::read_npz(&f).unwrap();
+        let rt = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
+        (rt, std::fs::read(&f).unwrap())
+    };
+    let (exact, bytes) = gen(&a.path().join("r"), "recompile", None);
+    let (exact1, bytes1) = gen(&a.path().join("r1"), "recompile", Some("1"));
+    let (incr, _) = gen(&a.path().join("i"), "incremental", None);
+    assert_eq!(exact.len(), 8);
+    assert_eq!(exact, exact1);
+    assert!(bytes == bytes1, "the npz depends on the thread count");
+    assert_eq!(exact[0], incr[0], "the default row is the default program");
+    let differ = exact.iter().zip(&incr).filter(|(e, i)| e != i).count();
+    assert!(differ >= 6, "recompiled {exact:?} vs incremental {incr:?}");
+    let pb = a
+        .path()
+        .join("r/pb/layout/xla/random/train/resnet18_infer_b8.pb");
+    let csv = a.path().join("pred.csv");
+    run(&[
+        "estimate",
+        pb.to_str().unwrap(),
+        "--runs",
+        "--quiet",
+        "--out",
+        csv.to_str().unwrap(),
+    ]);
+    let predicted: Vec<i64> = std::fs::read_to_string(&csv)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(predicted, exact);
+    // The tile collection has no layout labels to choose.
+    let out = tpusim()
+        .args(["generate", "tile", &r18, "--labels", "recompile", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--labels is for the layout collection"));
+}
+
 /// A reader that stops early (`tpusim compile … | head`) ends the command quietly:
 /// exit code 0, no panic message.
 #[test]

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 use tpusim::dataset::generate::{sample_layouts, Search};
-use tpusim::dataset::layout_eval::{LayoutEvaluator, NodeChoice};
+use tpusim::dataset::layout_eval::{recompiled_ns, LayoutEvaluator, NodeChoice};
 use tpusim::eval::metrics::kendall_tau_b;
 use tpusim::kernels::{LoweredProgram, TileOverrides};
-use tpusim::passes::{compile, CompilationConfig, LayoutEntry, NodeRef};
+use tpusim::passes::{compile, CompilationConfig, NodeRef, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
 fn full_ns(
@@ -16,21 +16,44 @@ fn full_ns(
     cfg: &[NodeChoice],
     t: &TpuTarget,
 ) -> Option<f64> {
-    let mut c = CompilationConfig::default();
-    for (n, ch) in ev.nodes.iter().zip(cfg) {
-        if ch.is_default() {
-            continue;
-        }
-        c.layout.push(LayoutEntry {
-            node: NodeRef::Name(n.name.clone()),
-            output: ch.output.as_ref().map(|d| d.to_vec()).unwrap_or_default(),
-            input: ch.input.as_ref().map(|d| d.to_vec()).unwrap_or_default(),
-            kernel: ch.kernel.as_ref().map(|d| d.to_vec()).unwrap_or_default(),
-        });
-    }
-    let compiled = compile(m, &c).ok()?;
+    let compiled = compile(m, &ev.compilation_config(cfg)).ok()?;
     let p = LoweredProgram::new(&compiled.module).ok()?;
     p.total_ns(t, &TileOverrides::default()).ok()
+}
+
+/// The compilation configuration of a layout configuration names exactly the chosen
+/// tensors; `recompiled_ns` on a prepared module is the one-shot pipeline.
+#[test]
+fn compilation_config_and_recompiled_ns() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples/resnet18_infer_b8.hlo");
+    let text = std::fs::read_to_string(path).unwrap();
+    let m = tpusim::hlo::parse_module("r18", &text).unwrap();
+    let t = TpuTarget::v3();
+    let ev = LayoutEvaluator::new(&m, &t).unwrap();
+    let mut cfg = vec![NodeChoice::default(); ev.nodes.len()];
+    assert!(ev.compilation_config(&cfg).layout.is_empty());
+    // The first convolution: its output stored with the features major.
+    let (i, conv) = ev
+        .nodes
+        .iter()
+        .enumerate()
+        .find(|(_, n)| n.opcode == tpusim::ir::Opcode::Convolution)
+        .unwrap();
+    assert_eq!(conv.ranks, [4, 4, 4]);
+    cfg[i].output = Some([0, 1, 2, 3].into_iter().collect());
+    let c = ev.compilation_config(&cfg);
+    assert_eq!(c.layout.len(), 1);
+    assert_eq!(c.layout[0].node, NodeRef::Name(conv.name.clone()));
+    assert_eq!(c.layout[0].output, vec![0, 1, 2, 3]);
+    assert!(c.layout[0].input.is_empty() && c.layout[0].kernel.is_empty());
+    let prepared = PreparedModule::new(&m).unwrap();
+    let exact = recompiled_ns(&prepared, &c, &t).unwrap();
+    assert_eq!(Some(exact), full_ns(&m, &ev, &cfg, &t));
+    assert_eq!(
+        recompiled_ns(&prepared, &CompilationConfig::default(), &t).unwrap(),
+        ev.default_ns
+    );
+    assert!(exact > ev.default_ns, "{exact} vs {}", ev.default_ns);
 }
 
 #[test]

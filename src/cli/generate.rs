@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::compile::target;
 use super::input::load_modules;
-use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Search};
+use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Labels, Search};
 use crate::dataset::plan::{Shard, SplitRatios};
 use crate::eval::score::score_submission;
 
@@ -34,6 +34,10 @@ pub struct GenArgs {
     /// Layout search: random layouts, or perturbations around the default.
     #[arg(long, value_enum, default_value = "random")]
     pub search: Search,
+    /// Layout collection: runtimes from the incremental evaluator (fast), or from
+    /// compiling, lowering and estimating every configuration (exact, ~10 ms each).
+    #[arg(long, value_enum, default_value = "incremental")]
+    pub labels: Labels,
     /// Layout source label (xla or nlp).
     #[arg(long, default_value = "xla")]
     pub source: String,
@@ -127,6 +131,11 @@ pub fn generate(c: Collection) -> Result<i32> {
     if !(a.noise >= 0.0 && a.noise.is_finite()) {
         anyhow::bail!("--noise must be a finite number >= 0");
     }
+    if tile && a.labels != Labels::Incremental {
+        anyhow::bail!(
+            "--labels is for the layout collection (tile runtimes always come from the model itself)"
+        );
+    }
     if a.source != "xla" && a.source != "nlp" {
         anyhow::bail!("--source must be xla or nlp");
     }
@@ -142,6 +151,7 @@ pub fn generate(c: Collection) -> Result<i32> {
         progress: !a.quiet && std::io::stderr().is_terminal(),
         source: a.source.clone(),
         search: a.search,
+        labels: a.labels,
         write_pb: a.pb,
     };
     let ins = inputs(&a.inputs)?;

@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::dataset::generate::progress_bar;
+use crate::dataset::layout_eval::recompiled_ns;
 use crate::kernels::{LoweredProgram, TileOverrides};
 use crate::passes::{CompilationConfig, LayoutEntry, NodeRef, PreparedModule};
 use crate::proto::{read_tuning_file, write_file_atomic, ModuleTuning, RunConfig, Tuning};
@@ -72,14 +73,7 @@ pub fn predict_runs(
                         kernel: node.kernel().to_vec(),
                     });
                 }
-                prepared
-                    .compile(&c)
-                    .map_err(|e| e.to_string())
-                    .and_then(|cm| LoweredProgram::new(&cm.module).map_err(|e| e.to_string()))
-                    .and_then(|p| {
-                        p.total_ns(target, &TileOverrides::default())
-                            .map_err(|e| e.to_string())
-                    })
+                recompiled_ns(&prepared, &c, target)
             }
             _ => base_prog
                 .total_ns(target, &TileOverrides::default())

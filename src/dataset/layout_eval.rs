@@ -20,12 +20,18 @@
 //! random configurations its ranking agreed with the joint form at Kendall τ ≈ 0.03.)
 //! `tests/layout_eval.rs` measures how the incremental model ranks configurations
 //! against recompiling the module and estimating the whole program.
+//!
+//! [`recompiled_ns`] is that full pipeline for one configuration (layout assignment,
+//! fusion, lowering, the estimate of every kernel): the exact label, which
+//! `tpusim generate layout --labels recompile` writes instead of the incremental one.
 
 use std::collections::HashMap;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
 use crate::kernels::{LoweredProgram, TileOverrides};
-use crate::passes::{compile, configurable_nodes, CompilationConfig};
+use crate::passes::{
+    compile, configurable_nodes, CompilationConfig, LayoutEntry, NodeRef, PreparedModule,
+};
 use crate::tpu::{default_tile, estimate, DimMap, KernelDesc, KernelKind, TpuTarget};
 
 /// A layout choice for one configurable node; `None` = the compiler's choice.
@@ -255,6 +261,26 @@ impl LayoutEvaluator {
         })
     }
 
+    /// The compilation configuration of a layout configuration (one choice per node, in
+    /// `self.nodes` order): a layout entry, by instruction name, for every node with a
+    /// choice; an unchosen tensor of such a node is left to the compiler (empty list).
+    pub fn compilation_config(&self, config: &[NodeChoice]) -> CompilationConfig {
+        let list = |d: &Option<Dims>| d.as_ref().map(|d| d.to_vec()).unwrap_or_default();
+        let mut c = CompilationConfig::default();
+        for (n, ch) in self.nodes.iter().zip(config) {
+            if ch.is_default() {
+                continue;
+            }
+            c.layout.push(LayoutEntry {
+                node: NodeRef::Name(n.name.clone()),
+                output: list(&ch.output),
+                input: list(&ch.input),
+                kernel: list(&ch.kernel),
+            });
+        }
+        c
+    }
+
     /// A copy with empty caches (one per thread).
     pub fn clone_empty(&self) -> Self {
         LayoutEvaluator {
@@ -415,4 +441,21 @@ fn permute_output(desc: &mut KernelDesc, perm: &[usize]) {
 fn desc_ns(desc: &KernelDesc, target: &TpuTarget) -> Option<f64> {
     let tile = default_tile(desc, target);
     estimate(desc, &tile, target).ok().map(|e| e.total_ns)
+}
+
+/// Runtime of the whole program compiled under `config`, ns: layout assignment and
+/// fusion ([`PreparedModule::compile`]), lowering every kernel, and the estimate of the
+/// program under each kernel's default tile — what `tpusim estimate` reports for the
+/// module compiled with `config`. `Sync`: call it from many threads on one prepared
+/// module. Errors are the failing stage's message.
+pub fn recompiled_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    target: &TpuTarget,
+) -> Result<f64, String> {
+    let compiled = prepared.compile(config).map_err(|e| e.to_string())?;
+    let program = LoweredProgram::new(&compiled.module).map_err(|e| e.to_string())?;
+    program
+        .total_ns(target, &TileOverrides::default())
+        .map_err(|e| e.to_string())
 }
