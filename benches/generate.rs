@@ -5,16 +5,18 @@
 //!   default compilation; throughput is configurations per second on one core.
 //! * `layout_configs`: the incremental layout evaluator on random and default-search
 //!   configurations (caches warm after the first pass, as in a long run).
+//! * `layout_recompile`: `--labels recompile`, one random configuration compiled,
+//!   lowered and estimated (`recompiled_ns` on a prepared module), on one core.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
 
 use tpusim::dataset::config_feat::{tile_config_features, TileSizeConfig};
 use tpusim::dataset::generate::{sample_layouts, Search};
-use tpusim::dataset::layout_eval::LayoutEvaluator;
+use tpusim::dataset::layout_eval::{recompiled_ns, LayoutEvaluator};
 use tpusim::dataset::plan::Noise;
 use tpusim::kernels::lower_kernel_full;
-use tpusim::passes::{compile, CompilationConfig};
+use tpusim::passes::{compile, CompilationConfig, PreparedModule};
 use tpusim::tpu::{default_tile, estimate, sample_tiles, TpuTarget};
 
 fn module() -> tpusim::ir::Module {
@@ -71,6 +73,19 @@ fn bench(c: &mut Criterion) {
             b.iter(|| cfgs.iter().map(|c| warm.runtime_ns(c)).sum::<f64>())
         });
     }
+    let prepared = PreparedModule::new(&m).expect("prepares");
+    let configs: Vec<CompilationConfig> = sample_layouts(&ev, Search::Random, 16, 5)
+        .iter()
+        .map(|c| ev.compilation_config(c))
+        .collect();
+    let mut i = 0;
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("layout_recompile_Random", |b| {
+        b.iter(|| {
+            i = (i + 1) % configs.len();
+            recompiled_ns(&prepared, &configs[i], &target).expect("estimates")
+        })
+    });
     g.finish();
 }
 
