@@ -505,6 +505,25 @@ fn recompiled_layout_labels_are_what_estimate_predicts() {
         .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
         .collect();
     assert_eq!(predicted, exact);
+    // The run report says where the labels came from.
+    for labels in ["recompile", "incremental"] {
+        let dir = a.path().join(format!("json-{labels}"));
+        let out = run(&[
+            "generate",
+            "layout",
+            &sample("mlp_train.hlo"),
+            "--out",
+            dir.to_str().unwrap(),
+            "--configs",
+            "4",
+            "--labels",
+            labels,
+            "--quiet",
+            "--json",
+        ]);
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(report["labels"], labels);
+    }
     // The tile collection has no layout labels to choose.
     let out = tpusim()
         .args(["generate", "tile", &r18, "--labels", "recompile", "--quiet"])

@@ -137,6 +137,9 @@ pub struct GenReport {
     pub configs: u64,
     pub seconds: f64,
     pub configs_per_second: f64,
+    /// Layout collection: where the runtimes came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Labels>,
     pub notes: Vec<String>,
     pub files: Vec<FileStats>,
 }
@@ -447,7 +450,15 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
         pad_minus_one: o.pad_minus_one,
         ..Default::default()
     };
-    let pb = progress_bar(o.progress, 0, "layout configs");
+    report.labels = Some(o.labels);
+    let pb = progress_bar(
+        o.progress,
+        0,
+        match o.labels {
+            Labels::Incremental => "layout configs",
+            Labels::Recompile => "layout configs (recompiled)",
+        },
+    );
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
             continue;
