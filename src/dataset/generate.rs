@@ -69,7 +69,7 @@ pub enum Labels {
     Incremental,
     /// Compile every configuration (layout assignment, fusion), lower it and estimate
     /// the whole program: exactly what `tpusim estimate` gives for that configuration,
-    /// at ~10 ms per configuration and thread for ResNet-50 training.
+    /// at ~18 ms per configuration and core for ResNet-50 training.
     Recompile,
 }
 
