@@ -10,6 +10,13 @@ use tpusim::kernels::{LoweredProgram, TileOverrides};
 use tpusim::passes::{compile, CompilationConfig, NodeRef, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
+/// The ResNet-18 inference sample shipped in `hlo_samples/`.
+fn resnet18() -> tpusim::ir::Module {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples/resnet18_infer_b8.hlo");
+    let text = std::fs::read_to_string(path).unwrap();
+    tpusim::hlo::parse_module("r18", &text).unwrap()
+}
+
 fn full_ns(
     m: &tpusim::ir::Module,
     ev: &LayoutEvaluator,
@@ -25,9 +32,7 @@ fn full_ns(
 /// tensors; `recompiled_ns` on a prepared module is the one-shot pipeline.
 #[test]
 fn compilation_config_and_recompiled_ns() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples/resnet18_infer_b8.hlo");
-    let text = std::fs::read_to_string(path).unwrap();
-    let m = tpusim::hlo::parse_module("r18", &text).unwrap();
+    let m = resnet18();
     let t = TpuTarget::v3();
     let ev = LayoutEvaluator::new(&m, &t).unwrap();
     let mut cfg = vec![NodeChoice::default(); ev.nodes.len()];
@@ -58,9 +63,7 @@ fn compilation_config_and_recompiled_ns() {
 
 #[test]
 fn incremental_model_tracks_the_full_pipeline() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples/resnet18_infer_b8.hlo");
-    let text = std::fs::read_to_string(path).unwrap();
-    let m = tpusim::hlo::parse_module("r18", &text).unwrap();
+    let m = resnet18();
     let t = TpuTarget::v3();
     let mut ev = LayoutEvaluator::new(&m, &t).unwrap();
     assert!(ev.nodes.len() > 20);
