@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::input::load_modules;
 use crate::hlo::print_module;
-use crate::kernels::{explain_kernel, LoweredProgram, TileOverrides};
+use crate::kernels::{explain_kernel, tile_overrides, LoweredProgram};
 use crate::passes::{compile, CompilationConfig, CompiledModule};
-use crate::tpu::{TileConfig, TpuTarget};
+use crate::tpu::TpuTarget;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Emit {
@@ -79,7 +79,7 @@ pub fn target(spec: &str, host_dispatch: bool) -> Result<TpuTarget> {
     Ok(t.with_host_dispatch(host_dispatch))
 }
 
-fn config(path: &Option<PathBuf>) -> Result<CompilationConfig> {
+pub(super) fn config(path: &Option<PathBuf>) -> Result<CompilationConfig> {
     match path {
         Some(p) => {
             CompilationConfig::from_path(p).with_context(|| format!("reading {}", p.display()))
@@ -123,25 +123,6 @@ fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>
     Ok(Some(c))
 }
 
-/// Tile overrides that the configuration gave to kernels.
-fn tiles_of(c: &CompiledModule) -> TileOverrides {
-    c.kernels
-        .iter()
-        .filter_map(|k| {
-            k.tile.as_ref().map(|t| {
-                (
-                    k.name.to_string(),
-                    TileConfig {
-                        output_bounds: t.output_bounds.clone(),
-                        kernel_bounds: t.kernel_bounds.clone(),
-                        input_bounds: t.input_bounds.clone(),
-                    },
-                )
-            })
-        })
-        .collect()
-}
-
 pub fn compile_cmd(a: CompileArgs) -> Result<i32> {
     let Some(c) = compiled(&a.file, &a.config)? else {
         return Ok(1);
@@ -171,7 +152,7 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         return Ok(1);
     };
     let p = LoweredProgram::new(&c.module)?;
-    let e = match p.estimate(&t, &tiles_of(&c)) {
+    let e = match p.estimate(&t, &tile_overrides(&c)) {
         Ok(e) => e,
         Err(err) => {
             eprintln!("{}: error: {err}", a.file.display());
@@ -229,7 +210,7 @@ pub fn explain_cmd(a: ExplainArgs) -> Result<i32> {
     let Some(c) = compiled(&a.file, &a.config)? else {
         return Ok(1);
     };
-    let tile = tiles_of(&c).remove(&a.kernel).unwrap_or_default();
+    let tile = tile_overrides(&c).remove(&a.kernel).unwrap_or_default();
     match explain_kernel(&c.module, &t, &a.kernel, &tile) {
         Ok(s) => {
             out!("{s}")?;

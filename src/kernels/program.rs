@@ -805,31 +805,9 @@ pub fn explain_kernel(
     kernel_name: &str,
     tile: &TileConfig,
 ) -> Result<String, ProgramError> {
-    // fused computation → the fusion that calls it
-    let mut fused_by: HashMap<CompId, &str> = HashMap::new();
-    for c in module.computations.values() {
-        for &id in &c.order {
-            let ins = c.instr(id);
-            if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
-                for &(_, callee) in &ins.attrs.called {
-                    fused_by.entry(callee).or_insert(ins.name.as_str());
-                }
-            }
-        }
-    }
-    for (ci, c) in module.computations.values().enumerate() {
-        let Some(id) = c.find(kernel_name) else {
-            continue;
-        };
-        if let Some(f) = fused_by.get(&ci) {
-            return Err(ProgramError::InsideFusion {
-                name: kernel_name.to_string(),
-                fusion: (*f).to_string(),
-            });
-        }
-        let Some(k) = lower_kernel_full(module, ci, id)? else {
-            return Err(ProgramError::NotAKernel(kernel_name.to_string()));
-        };
+    let (ci, id, k) = find_kernel(module, kernel_name)?;
+    let c = &module.computations[ci];
+    {
         let mut s = String::new();
         s.push_str("HLO:\n  ");
         print_instruction(&mut s, module, c, id);
@@ -863,7 +841,64 @@ pub fn explain_kernel(
                  the program model adds max(0, side − max(0, compute − DMA)) to the total.\n"
             ));
         }
-        return Ok(s);
+        Ok(s)
+    }
+}
+
+/// The tile entries of a compilation configuration, as the program model's overrides
+/// (kernel name → tile).
+pub fn tile_overrides(c: &crate::passes::CompiledModule) -> TileOverrides {
+    c.kernels
+        .iter()
+        .filter_map(|k| {
+            k.tile.as_ref().map(|t| {
+                (
+                    k.name.to_string(),
+                    TileConfig {
+                        output_bounds: t.output_bounds.clone(),
+                        kernel_bounds: t.kernel_bounds.clone(),
+                        input_bounds: t.input_bounds.clone(),
+                    },
+                )
+            })
+        })
+        .collect()
+}
+
+/// The kernel named `kernel_name` (a fusion or an unfused instruction of the compiled
+/// `module`), lowered: its computation, its instruction and its description. A name
+/// inside a fused computation, or of an instruction that costs nothing, is an error
+/// that says so.
+pub fn find_kernel(
+    module: &Module,
+    kernel_name: &str,
+) -> Result<(CompId, InstrId, LoweredKernel), ProgramError> {
+    // fused computation → the fusion that calls it
+    let mut fused_by: HashMap<CompId, &str> = HashMap::new();
+    for c in module.computations.values() {
+        for &id in &c.order {
+            let ins = c.instr(id);
+            if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
+                for &(_, callee) in &ins.attrs.called {
+                    fused_by.entry(callee).or_insert(ins.name.as_str());
+                }
+            }
+        }
+    }
+    for (ci, c) in module.computations.values().enumerate() {
+        let Some(id) = c.find(kernel_name) else {
+            continue;
+        };
+        if let Some(f) = fused_by.get(&ci) {
+            return Err(ProgramError::InsideFusion {
+                name: kernel_name.to_string(),
+                fusion: (*f).to_string(),
+            });
+        }
+        let Some(k) = lower_kernel_full(module, ci, id)? else {
+            return Err(ProgramError::NotAKernel(kernel_name.to_string()));
+        };
+        return Ok((ci, id, k));
     }
     Err(ProgramError::UnknownKernel(kernel_name.to_string()))
 }
