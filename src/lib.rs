@@ -3,7 +3,8 @@
 //! and write TpuGraphs samples.
 //!
 //! Data flows one way; one module per stage:
-//! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `tpu` → `dataset` / `eval`.
+//! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `kernels` → `tpu` →
+//! `dataset` / `eval` / `sweep`.
 
 pub mod analysis;
 pub mod cli;
@@ -14,4 +15,5 @@ pub mod ir;
 pub mod kernels;
 pub mod passes;
 pub mod proto;
+pub mod sweep;
 pub mod tpu;

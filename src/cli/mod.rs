@@ -25,6 +25,7 @@ mod input;
 mod inspect;
 mod parse;
 mod replay;
+mod sweep;
 
 pub use input::{load_modules, LoadedModule};
 
@@ -62,6 +63,10 @@ pub enum Command {
     Score(generate::ScoreArgs),
     /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
     Inspect(inspect::InspectArgs),
+    /// How runtime moves with one choice: a kernel's tile, or a node's layout (table,
+    /// CSV, SVG chart).
+    #[command(subcommand)]
+    Sweep(sweep::SweepKind),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -78,6 +83,7 @@ pub fn run() -> i32 {
         Command::Explain(a) => compile::explain_cmd(a),
         Command::Generate(c) => generate::generate(c),
         Command::Score(a) => generate::score(a),
+        Command::Sweep(k) => sweep::sweep(k),
     };
     match result {
         Ok(code) => code,
