@@ -233,6 +233,22 @@ fn layout_sweep_errors_name_the_node() {
         e.to_string(),
         "node `reduce_sum.7` is a reduce, not a configurable node (configurable: convolution, dot, reshape)"
     );
+    let r18 = load("resnet18_infer_b8.hlo");
+    let reshape = r18
+        .computations
+        .values()
+        .flat_map(|c| c.order.iter().map(move |&id| c.instr(id)))
+        .find(|i| i.opcode == tpusim::ir::Opcode::Reshape)
+        .map(|i| i.name.to_string())
+        .unwrap();
+    let e = layout_sweep(&r18, &base, &reshape, Tensor::Kernel, &t, &|_| {}).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "node `{reshape}` (reshape) has no kernel array tensor to lay out \
+             (the kernel is operand 1 of a convolution or dot)"
+        )
+    );
     // A bad layout in the starting configuration is the compiler's error.
     let mut bad = CompilationConfig::default();
     bad.layout.push(LayoutEntry {

@@ -44,8 +44,13 @@ pub enum SweepError {
         configurable_names()
     )]
     NotConfigurable { node: String, opcode: String },
-    #[error("node `{node}` has no {tensor} array tensor to lay out")]
-    NoTensor { node: String, tensor: &'static str },
+    #[error("node `{node}` ({opcode}) has no {tensor} array tensor to lay out{hint}")]
+    NoTensor {
+        node: String,
+        opcode: String,
+        tensor: &'static str,
+        hint: &'static str,
+    },
     #[error("node `{node}`: {tensor} has rank {rank}; sweeps go up to rank 6 (720 layouts)")]
     RankTooHigh {
         node: String,
@@ -346,7 +351,13 @@ pub fn layout_sweep(
     let Some(arr) = shape.and_then(|s| s.as_array()) else {
         return Err(SweepError::NoTensor {
             node: node.to_string(),
+            opcode: ins.opcode.name().to_string(),
             tensor: tensor.name(),
+            hint: if tensor == Tensor::Kernel {
+                " (the kernel is operand 1 of a convolution or dot)"
+            } else {
+                ""
+            },
         });
     };
     let rank = arr.rank();
