@@ -98,8 +98,12 @@ fn tile_sweep_rows_are_the_models_estimates() {
         }
     }
     assert!(infeasible > 0, "some of the largest tiles do not fit VMEM");
-    let only = tile_sweep(&desc, &t, &[swept[1]]).unwrap();
-    assert!(only.rows.iter().all(|r| r.dim == swept[1]));
+    let only = tile_sweep(&desc, &t, &[swept[1], swept[0], swept[1]]).unwrap();
+    let dims: Vec<usize> = only.rows.iter().map(|r| r.dim).collect();
+    let n1 = dims.iter().filter(|&&d| d == swept[1]).count();
+    assert_eq!(n1, s.rows.iter().filter(|r| r.dim == swept[1]).count());
+    assert_eq!(dims[0], swept[1], "in the order asked, each dim once");
+    assert_eq!(dims.last(), Some(&swept[0]));
     assert!(matches!(
         tile_sweep(&desc, &t, &[n]),
         Err(SweepError::NoSuchDim { dim, .. }) if dim == n

@@ -162,7 +162,13 @@ pub fn tile_sweep(
     let swept: Vec<usize> = if dims.is_empty() {
         (0..n).filter(|&d| cands[d].len() > 1).collect()
     } else {
-        dims.to_vec()
+        let mut v = Vec::new();
+        for &d in dims {
+            if !v.contains(&d) {
+                v.push(d);
+            }
+        }
+        v
     };
     let mut rows = Vec::new();
     for &d in &swept {
