@@ -556,3 +556,176 @@ fn closed_stdout_is_not_a_panic() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// The analytical model scored beside a submission: ranking every configuration by what
+/// `estimate --runs` predicts for the `--pb` twin gives, on exact labels, the score of
+/// the true ranking; a worse submission scores lower in its own column.
+#[test]
+fn score_puts_the_analytical_model_beside_submissions() {
+    let a = tempfile::tempdir().unwrap();
+    let d = a.path().to_str().unwrap();
+    let (mlp, r18) = (sample("mlp_train.hlo"), sample("resnet18_infer_b8.hlo"));
+    for kind in ["tile", "layout"] {
+        let mut args = vec![
+            "generate",
+            kind,
+            &mlp,
+            &r18,
+            "--out",
+            d,
+            "--configs",
+            "16",
+            "--split",
+            "0/1/0",
+            "--pb",
+            "--quiet",
+        ];
+        if kind == "layout" {
+            args.extend(["--labels", "recompile"]);
+        }
+        run(&args);
+    }
+    // The true ranking, and the worst one (reversed), as two submissions.
+    let (mut best, mut worst) = (
+        String::from("ID,TopConfigs\n"),
+        String::from("ID,TopConfigs\n"),
+    );
+    let files = npz_files(a.path());
+    assert!(files.len() > 4, "{files:?}");
+    for f in &files {
+        let arrays = tpusim::dataset::npz::read_npz(f).unwrap();
+        let rt: Vec<i64> = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
+        let mut idx: Vec<usize> = (0..rt.len()).collect();
+        idx.sort_by_key(|&i| (rt[i], i));
+        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let id = if f.to_string_lossy().contains("/tile/") {
+            format!("tile:xla:{stem}")
+        } else {
+            format!("layout:xla:random:{stem}")
+        };
+        let list: Vec<String> = idx.iter().map(|i| i.to_string()).collect();
+        best.push_str(&format!("{id},{}\n", list.join(";")));
+        let rev: Vec<String> = idx.iter().rev().map(|i| i.to_string()).collect();
+        worst.push_str(&format!("{id},{}\n", rev.join(";")));
+    }
+    let (bp, wp) = (a.path().join("best.csv"), a.path().join("worst.csv"));
+    std::fs::write(&bp, best).unwrap();
+    std::fs::write(&wp, worst).unwrap();
+    let an = a.path().join("analytical.csv");
+    let npz = format!("{d}/npz");
+    let pb = format!("{d}/pb");
+    let json = run(&[
+        "score",
+        "--data",
+        &npz,
+        "--predictions",
+        wp.to_str().unwrap(),
+        "--predictions",
+        bp.to_str().unwrap(),
+        "--analytical",
+        &pb,
+        "--analytical-out",
+        an.to_str().unwrap(),
+        "--quiet",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cols = v["columns"].as_array().unwrap();
+    let names: Vec<&str> = cols.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["worst.csv", "best.csv", "analytical (v3)"]);
+    let fin = |i: usize| cols[i]["final_score"].as_f64().unwrap();
+    assert!(fin(0) < fin(1), "{json}");
+    assert_eq!(
+        fin(2),
+        fin(1),
+        "exact labels: the model ranks as the truth does"
+    );
+    for (c0, c2) in cols[1]["collections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(cols[2]["collections"].as_array().unwrap())
+    {
+        assert_eq!(c0, c2);
+    }
+    // The analytical ranking, written as a submission, scores the same on its own.
+    let again = run(&[
+        "score",
+        "--data",
+        &npz,
+        "--predictions",
+        an.to_str().unwrap(),
+        "--json",
+    ]);
+    let w: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(w["final_score"].as_f64().unwrap(), fin(2));
+    // The table: a row per collection, a column per submission.
+    let table = run(&[
+        "score",
+        "--data",
+        &npz,
+        "--predictions",
+        bp.to_str().unwrap(),
+        "--analytical",
+        &pb,
+        "--quiet",
+    ]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("best.csv") && lines[0].contains("analytical (v3)"),
+        "{table}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("tile:xla")), "{table}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("layout:xla:random")),
+        "{table}"
+    );
+    assert!(lines.last().unwrap().starts_with("final score"), "{table}");
+
+    // Rows and runs are paired by measured runtime, not by order (the TpuGraphs
+    // converter may shuffle): the same runs in another order rank the same.
+    let layout_pb = |stem: &str| {
+        a.path()
+            .join(format!("pb/layout/xla/random/valid/{stem}.pb"))
+    };
+    let r18_pb = layout_pb("resnet18_infer_b8");
+    let tpusim::proto::Tuning::Module(mut mt) = tpusim::proto::read_tuning_file(&r18_pb).unwrap()
+    else {
+        panic!("a layout twin is a ModuleTuningData");
+    };
+    mt.runs.reverse();
+    let bytes = tpusim::proto::write_tuning(&tpusim::proto::Tuning::Module(mt)).unwrap();
+    std::fs::write(&r18_pb, bytes).unwrap();
+    let shuffled = run(&[
+        "score",
+        "--data",
+        &npz,
+        "--analytical",
+        &pb,
+        "--quiet",
+        "--json",
+    ]);
+    let s: serde_json::Value = serde_json::from_str(&shuffled).unwrap();
+    assert_eq!(s["final_score"].as_f64().unwrap(), fin(2), "{shuffled}");
+    // A file that is not the npz's twin is refused, naming both files.
+    std::fs::copy(layout_pb("mlp_train"), &r18_pb).unwrap();
+    let out = tpusim()
+        .args(["score", "--data", &npz, "--analytical", &pb, "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("resnet18_infer_b8.pb: not the twin of")
+            && err.contains("resnet18_infer_b8.npz")
+            && err.contains("matches no measured run"),
+        "{err}"
+    );
+    std::fs::remove_file(layout_pb("resnet18_infer_b8")).unwrap();
+    let out = tpusim()
+        .args(["score", "--data", &npz, "--analytical", &pb, "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("resnet18_infer_b8.pb"));
+}

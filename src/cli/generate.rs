@@ -9,7 +9,6 @@ use super::compile::target;
 use super::input::load_modules;
 use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Labels, Search};
 use crate::dataset::plan::{Shard, SplitRatios};
-use crate::eval::score::score_submission;
 
 #[derive(Subcommand, Debug)]
 pub enum Collection {
@@ -67,21 +66,6 @@ pub struct GenArgs {
     #[arg(long)]
     pub quiet: bool,
     /// Print the run report as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct ScoreArgs {
-    /// Root of a TpuGraphs npz tree (the folder holding tile/ and layout/).
-    #[arg(long)]
-    pub data: PathBuf,
-    /// Split whose runtimes are the truth.
-    #[arg(long, default_value = "valid")]
-    pub split: String,
-    /// Kaggle-style CSV: ID,TopConfigs.
-    #[arg(long)]
-    pub predictions: PathBuf,
     #[arg(long)]
     pub json: bool,
 }
@@ -183,24 +167,6 @@ pub fn generate(c: Collection) -> Result<i32> {
         for n in &report.notes {
             outln!("note: {n}")?;
         }
-    }
-    Ok(0)
-}
-
-pub fn score(a: ScoreArgs) -> Result<i32> {
-    let r = score_submission(&a.data, &a.split, &a.predictions)?;
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r)?)?;
-    } else {
-        for c in &r.collections {
-            outln!(
-                "{:<22} graphs={:<5} score={:.4}",
-                c.collection,
-                c.graphs,
-                c.score
-            )?;
-        }
-        outln!("final score {:.4}", r.final_score)?;
     }
     Ok(0)
 }

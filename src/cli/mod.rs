@@ -25,6 +25,7 @@ mod input;
 mod inspect;
 mod parse;
 mod replay;
+mod score;
 mod sweep;
 
 pub use input::{load_modules, LoadedModule};
@@ -59,8 +60,9 @@ pub enum Command {
     /// Write TpuGraphs samples (tile or layout collection).
     #[command(subcommand)]
     Generate(generate::Collection),
-    /// Score a Kaggle-style submission against npz runtimes (official metrics).
-    Score(generate::ScoreArgs),
+    /// Score Kaggle-style submissions, and the analytical model, against npz runtimes
+    /// (official metrics, side by side).
+    Score(score::ScoreArgs),
     /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
     Inspect(inspect::InspectArgs),
     /// How runtime moves with one choice: a kernel's tile, or a node's layout (table,
@@ -82,7 +84,7 @@ pub fn run() -> i32 {
         Command::Estimate(a) => compile::estimate_cmd(a),
         Command::Explain(a) => compile::explain_cmd(a),
         Command::Generate(c) => generate::generate(c),
-        Command::Score(a) => generate::score(a),
+        Command::Score(a) => score::score(a),
         Command::Sweep(k) => sweep::sweep(k),
     };
     match result {

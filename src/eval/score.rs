@@ -74,17 +74,84 @@ fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
     Ok(y)
 }
 
-/// Score `predictions` (CSV with header `ID,TopConfigs`) against the npz files under
-/// `root` (the folder holding `tile/` and `layout/`), split `split`.
-pub fn score_submission(
-    root: &Path,
-    split: &str,
-    predictions: &Path,
-) -> Result<ScoreReport, ScoreError> {
+/// One line of a submission: a TpuGraphs ID and its ranking of configuration indices.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranking {
+    /// `tile:xla:STEM` or `layout:SOURCE:SEARCH:STEM`.
+    pub id: String,
+    /// Configuration indices, best first.
+    pub top: Vec<usize>,
+    /// Where it came from (`file:line`), for errors.
+    pub origin: String,
+}
+
+/// The collection of an ID, the npz file under `root` that holds its runtimes, and
+/// whether it is a tile file.
+pub fn npz_of(root: &Path, split: &str, id: &str) -> Option<(String, PathBuf, bool)> {
+    let parts: Vec<&str> = id.split(':').collect();
+    match parts.as_slice() {
+        ["tile", "xla", stem] => Some((
+            "tile:xla".into(),
+            root.join("tile/xla")
+                .join(split)
+                .join(format!("{stem}.npz")),
+            true,
+        )),
+        ["layout", src, search, stem] => Some((
+            format!("layout:{src}:{search}"),
+            root.join("layout")
+                .join(src)
+                .join(search)
+                .join(split)
+                .join(format!("{stem}.npz")),
+            false,
+        )),
+        _ => None,
+    }
+}
+
+/// The IDs of every npz file of `split` under `root`, sorted.
+pub fn split_ids(root: &Path, split: &str) -> Vec<String> {
+    let stems = |dir: PathBuf| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "npz"))
+                    .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let mut ids: Vec<String> = stems(root.join("tile/xla").join(split))
+        .into_iter()
+        .map(|s| format!("tile:xla:{s}"))
+        .collect();
+    for src in ["nlp", "xla"] {
+        for search in ["default", "random"] {
+            let dir = root.join("layout").join(src).join(search).join(split);
+            ids.extend(
+                stems(dir)
+                    .into_iter()
+                    .map(|s| format!("layout:{src}:{search}:{s}")),
+            );
+        }
+    }
+    ids
+}
+
+/// The runtimes of an npz file, as the metrics read them (tile: normalised).
+pub fn npz_runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
+    runtimes(path, tile)
+}
+
+/// Read a Kaggle-style submission (CSV with header `ID,TopConfigs`).
+pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
     let file = predictions.display().to_string();
     let text = std::fs::read_to_string(predictions)
         .map_err(|e| ScoreError::Data(format!("{file}: {e}")))?;
-    let mut per: IndexMap<String, Vec<f64>> = IndexMap::new();
+    let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || (i == 0 && line.starts_with("ID")) {
@@ -98,43 +165,47 @@ pub fn score_submission(
         let (id, top) = line
             .split_once(',')
             .ok_or_else(|| csv("expected ID,TopConfigs".into()))?;
-        let parts: Vec<&str> = id.split(':').collect();
-        let (collection, path, tile): (String, PathBuf, bool) = match parts.as_slice() {
-            ["tile", "xla", stem] => (
-                "tile:xla".into(),
-                root.join("tile/xla")
-                    .join(split)
-                    .join(format!("{stem}.npz")),
-                true,
-            ),
-            ["layout", src, search, stem] => (
-                format!("layout:{src}:{search}"),
-                root.join("layout")
-                    .join(src)
-                    .join(search)
-                    .join(split)
-                    .join(format!("{stem}.npz")),
-                false,
-            ),
-            _ => return Err(csv(format!("unknown ID '{id}'"))),
-        };
-        let ranking: Vec<usize> = top
+        let top: Vec<usize> = top
             .split(';')
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().parse::<usize>())
             .collect::<Result<_, _>>()
             .map_err(|_| csv("TopConfigs must be ';'-separated config indices".into()))?;
+        out.push(Ranking {
+            id: id.to_string(),
+            top,
+            origin: format!("{file}:{}", i + 1),
+        });
+    }
+    if out.is_empty() {
+        return Err(ScoreError::Data(format!("{file}: no predictions")));
+    }
+    Ok(out)
+}
+
+/// Score rankings against the npz files under `root` (the folder holding `tile/` and
+/// `layout/`), split `split`, with the official per-collection metrics.
+pub fn score_rankings(
+    root: &Path,
+    split: &str,
+    rankings: &[Ranking],
+) -> Result<ScoreReport, ScoreError> {
+    let mut per: IndexMap<String, Vec<f64>> = IndexMap::new();
+    for r in rankings {
+        let at = |msg: String| ScoreError::Data(format!("{}: {msg}", r.origin));
+        let (collection, path, tile) =
+            npz_of(root, split, &r.id).ok_or_else(|| at(format!("unknown ID '{}'", r.id)))?;
         let y = runtimes(&path, tile)?;
         let s = if tile {
-            kaggle_tile_score_for_ranking(&ranking, &y)
+            kaggle_tile_score_for_ranking(&r.top, &y)
         } else {
-            kaggle_layout_score_for_ranking(&ranking, &y)
+            kaggle_layout_score_for_ranking(&r.top, &y)
         }
-        .map_err(|e| csv(e.to_string()))?;
+        .map_err(|e| at(e.to_string()))?;
         per.entry(collection).or_default().push(s);
     }
     if per.is_empty() {
-        return Err(ScoreError::Data(format!("{file}: no predictions")));
+        return Err(ScoreError::Data("no predictions".into()));
     }
     let collections: Vec<CollectionScore> = per
         .into_iter()
@@ -150,4 +221,14 @@ pub fn score_submission(
         collections,
         final_score,
     })
+}
+
+/// Score `predictions` (CSV with header `ID,TopConfigs`) against the npz files under
+/// `root` (the folder holding `tile/` and `layout/`), split `split`.
+pub fn score_submission(
+    root: &Path,
+    split: &str,
+    predictions: &Path,
+) -> Result<ScoreReport, ScoreError> {
+    score_rankings(root, split, &read_submission(predictions)?)
 }
