@@ -26,10 +26,17 @@ fn bench(c: &mut Criterion) {
     g.bench_function("layout/resnet18_conv_input_25", |b| {
         b.iter(|| {
             black_box(
-                layout_sweep(&m, &base, "conv_general_dilated.22", Tensor::Input, &t, &|_| {})
-                    .unwrap()
-                    .rows
-                    .len(),
+                layout_sweep(
+                    &m,
+                    &base,
+                    "conv_general_dilated.22",
+                    Tensor::Input,
+                    &t,
+                    &|_| {},
+                )
+                .unwrap()
+                .rows
+                .len(),
             )
         })
     });
