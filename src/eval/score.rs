@@ -43,7 +43,8 @@ pub enum ScoreError {
 
 fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
     let err = |e: String| ScoreError::Data(format!("{}: {e}", path.display()));
-    let mut r = NpzReader::open(path).map_err(|e| err(e.to_string()))?;
+    // (the reader's errors name the file themselves)
+    let mut r = NpzReader::open(path).map_err(|e| ScoreError::Data(e.to_string()))?;
     let to_f64 = |a: &NpyArray| -> Option<Vec<f64>> {
         a.as_slice::<i64>()
             .map(|v| v.iter().map(|&x| x as f64).collect())
