@@ -636,9 +636,9 @@ impl Tracer<'_, '_> {
             }
             self.maps.insert(id, m.clone());
             let ops = self.operand_maps(id, &m);
+            let src = self.r.dims(id);
             // operand 0 first
             for (o, om) in ops.into_iter().rev() {
-                let src = self.r.dims(id);
                 self.push(o, om, &src);
             }
         }
