@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use rayon::prelude::*;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -91,7 +90,8 @@ fn pair_rows_with_runs(
 }
 
 /// The analytical model's ranking of each ID: configurations by predicted runtime,
-/// fastest first (ties by index; runs that cannot be applied last).
+/// fastest first (ties by index; runs that cannot be applied last). One file at a time
+/// (its runs in parallel), so that only one module is in memory.
 fn analytical_rankings(
     npz_root: &Path,
     pb_root: &Path,
@@ -100,7 +100,8 @@ fn analytical_rankings(
     target: &TpuTarget,
     progress: bool,
 ) -> Result<Vec<Ranking>> {
-    let mut jobs = Vec::new();
+    let bar = progress_bar(progress, 0, "runs");
+    let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let (_, npz, tile) =
             npz_of(npz_root, split, id).with_context(|| format!("unknown ID '{id}'"))?;
@@ -123,27 +124,20 @@ fn analytical_rankings(
         let runs = pair_rows_with_runs(&rows, &mt, tile).map_err(|e| {
             anyhow::anyhow!("{}: not the twin of {}: {e}", pb.display(), npz.display())
         })?;
-        jobs.push((id.clone(), pb, mt, runs));
+        bar.inc_length(mt.runs.len() as u64);
+        let pred = predict_runs(&mt, target, &bar)
+            .with_context(|| format!("predicting {}", pb.display()))?;
+        let key = |j: usize| pred[runs[j]].as_ref().copied().unwrap_or(f64::INFINITY);
+        let mut top: Vec<usize> = (0..runs.len()).collect();
+        top.sort_by(|&a, &b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
+        out.push(Ranking {
+            id: id.clone(),
+            top,
+            origin: pb.display().to_string(),
+        });
     }
-    let total: usize = jobs.iter().map(|j| j.2.runs.len()).sum();
-    let bar = progress_bar(progress, total as u64, "runs");
-    let out: Vec<Result<Ranking>> = jobs
-        .par_iter()
-        .map(|(id, pb, mt, runs)| {
-            let pred = predict_runs(mt, target, &bar)
-                .with_context(|| format!("predicting {}", pb.display()))?;
-            let key = |j: usize| pred[runs[j]].as_ref().copied().unwrap_or(f64::INFINITY);
-            let mut top: Vec<usize> = (0..runs.len()).collect();
-            top.sort_by(|&a, &b| key(a).total_cmp(&key(b)).then(a.cmp(&b)));
-            Ok(Ranking {
-                id: id.clone(),
-                top,
-                origin: pb.display().to_string(),
-            })
-        })
-        .collect();
     bar.finish_and_clear();
-    out.into_iter().collect()
+    Ok(out)
 }
 
 pub fn score(a: ScoreArgs) -> Result<i32> {
