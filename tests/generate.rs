@@ -38,6 +38,27 @@ fn npz_files(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// For every npz file under `dir` (tile or random-layout), its Kaggle ID and its
+/// configurations by true runtime, fastest first (ties by index).
+fn true_rankings(dir: &Path) -> Vec<(String, Vec<usize>)> {
+    npz_files(dir)
+        .into_iter()
+        .map(|f| {
+            let arrays = tpusim::dataset::npz::read_npz(&f).unwrap();
+            let rt: Vec<i64> = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
+            let mut idx: Vec<usize> = (0..rt.len()).collect();
+            idx.sort_by_key(|&i| (rt[i], i));
+            let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
+            let id = if f.to_string_lossy().contains("/tile/") {
+                format!("tile:xla:{stem}")
+            } else {
+                format!("layout:xla:random:{stem}")
+            };
+            (id, idx)
+        })
+        .collect()
+}
+
 fn sample(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("hlo_samples")
@@ -248,17 +269,7 @@ fn scoring_our_own_labels_is_perfect() {
     ]);
     // A submission that ranks by the true runtimes scores 1 on both collections.
     let mut csv = String::from("ID,TopConfigs\n");
-    for f in npz_files(a.path()) {
-        let arrays = tpusim::dataset::npz::read_npz(&f).unwrap();
-        let rt: Vec<i64> = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
-        let mut idx: Vec<usize> = (0..rt.len()).collect();
-        idx.sort_by_key(|&i| (rt[i], i));
-        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
-        let id = if f.to_string_lossy().contains("/tile/") {
-            format!("tile:xla:{stem}")
-        } else {
-            format!("layout:xla:random:{stem}")
-        };
+    for (id, idx) in true_rankings(a.path()) {
         let list: Vec<String> = idx.iter().map(|i| i.to_string()).collect();
         csv.push_str(&format!("{id},{}\n", list.join(";")));
     }
@@ -590,19 +601,9 @@ fn score_puts_the_analytical_model_beside_submissions() {
         String::from("ID,TopConfigs\n"),
         String::from("ID,TopConfigs\n"),
     );
-    let files = npz_files(a.path());
-    assert!(files.len() > 4, "{files:?}");
-    for f in &files {
-        let arrays = tpusim::dataset::npz::read_npz(f).unwrap();
-        let rt: Vec<i64> = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
-        let mut idx: Vec<usize> = (0..rt.len()).collect();
-        idx.sort_by_key(|&i| (rt[i], i));
-        let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
-        let id = if f.to_string_lossy().contains("/tile/") {
-            format!("tile:xla:{stem}")
-        } else {
-            format!("layout:xla:random:{stem}")
-        };
+    let ranked = true_rankings(a.path());
+    assert!(ranked.len() > 4, "{ranked:?}");
+    for (id, idx) in ranked {
         let list: Vec<String> = idx.iter().map(|i| i.to_string()).collect();
         best.push_str(&format!("{id},{}\n", list.join(";")));
         let rev: Vec<String> = idx.iter().rev().map(|i| i.to_string()).collect();
