@@ -7,7 +7,10 @@
 //!   ~21.8K-instruction output module);
 //! * `prepared/module`: `PreparedModule::compile` (inlining done once);
 //! * `prepared/kernels`: `PreparedModule::compile_kernels` (same kernels with their
-//!   physical shapes, no output module).
+//!   physical shapes, no output module);
+//! * `prepared/bodies`: `PreparedModule::compile_bodies` (the kernels and their
+//!   instructions, what the cost model lowers: the compilation a generator runs for a
+//!   straight-line program, see `LoweredProgram::from_bodies`).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};
@@ -83,6 +86,17 @@ fn bench(c: &mut Criterion) {
                     prepared
                         .compile_kernels(&configs[i])
                         .map(|c| c.kernels.len())
+                        .unwrap_or(0),
+                )
+            })
+        });
+        g.bench_function(format!("{name}/random_layout/prepared/bodies"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                black_box(
+                    prepared
+                        .compile_bodies(&configs[i])
+                        .map(|c| c.bodies.len())
                         .unwrap_or(0),
                 )
             })

@@ -22,9 +22,9 @@ use super::ops::{
     is_data, is_other_hero, is_zero_cost, op_class, physical_dims, physical_order, total_ops,
 };
 use crate::ir::{
-    ArrayShape, CallRole, CompId, Computation, InstrId, Instruction, Module, Opcode, PrimitiveType,
-    Shape,
+    ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Opcode, PrimitiveType, Shape,
 };
+use crate::passes::KernelBody;
 use crate::tpu::{
     DimMap, InputDesc, KernelDesc, KernelKind, ModelError, MxuPrecision, MxuRole, MxuSpec,
     OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
@@ -143,22 +143,67 @@ pub fn lower_kernel_full(
         }
         // generic async-start: the program model walks the wrapped computation
         (Opcode::AsyncStart, None) => return Ok(None),
-        _ => {
-            if matches!(op, Opcode::Reshape | Opcode::Transpose) && !changes_physical(c, instr) {
-                return Ok(None);
-            }
-            Region::single(module, c, instr)
-        }
+        _ => Region::single(module, c, instr),
     };
+    if region.single
+        && matches!(op, Opcode::Reshape | Opcode::Transpose)
+        && !region.changes_physical(region.root)
+    {
+        return Ok(None);
+    }
     lower_region(&region, &ins.name)
+}
+
+/// Lowers one kernel listed with its instructions by
+/// [`crate::passes::PreparedModule::compile_bodies`] (`name` = the kernel's name; called
+/// computations are looked up in `module`, the *input* module). Gives what
+/// [`lower_kernel_full`] gives for the same kernel of the compiled module.
+pub fn lower_body(
+    module: &Module,
+    body: KernelBody<'_>,
+    name: &str,
+) -> Result<Option<LoweredKernel>, LowerError> {
+    if body.root as usize >= body.instrs.len() {
+        return Err(LowerError::NoRoot(name.to_string()));
+    }
+    let region = Region::body(module, body);
+    if body.single {
+        let op = body.opcode(body.root as usize);
+        if is_zero_cost(op)
+            || is_control_flow(op)
+            || (matches!(op, Opcode::Reshape | Opcode::Transpose)
+                && !region.changes_physical(region.root))
+        {
+            return Ok(None);
+        }
+    }
+    lower_region(&region, name)
 }
 
 // ---------------------------------------------------------------------------
 // Regions
 
+/// Where a region's instructions are read from.
+#[derive(Clone, Copy)]
+enum Source<'m> {
+    /// A computation of the module.
+    Comp(&'m Computation),
+    /// A kernel listed by the compiler (ids = positions in `instrs`).
+    Body(KernelBody<'m>),
+}
+
+/// What lowering reads of an instruction.
+#[derive(Clone, Copy)]
+struct Ins<'m> {
+    opcode: Opcode,
+    async_wrapped: Option<Opcode>,
+    shape: &'m Shape,
+    attrs: &'m Attrs,
+}
+
 struct Region<'m> {
     module: &'m Module,
-    comp: &'m Computation,
+    src: Source<'m>,
     root: InstrId,
     /// Single-instruction region (an unfused op).
     single: bool,
@@ -182,7 +227,7 @@ impl<'m> Region<'m> {
         }
         Region {
             module,
-            comp: fc,
+            src: Source::Comp(fc),
             root: fc.root,
             single: false,
             leaf_input,
@@ -208,7 +253,7 @@ impl<'m> Region<'m> {
         };
         Region {
             module,
-            comp: c,
+            src: Source::Comp(c),
             root: id,
             single: true,
             leaf_input,
@@ -217,12 +262,73 @@ impl<'m> Region<'m> {
         }
     }
 
+    /// The region of a compiler-listed kernel: like [`Region::fused`] for a fusion, like
+    /// [`Region::single`] for an unfused instruction.
+    fn body(module: &'m Module, b: KernelBody<'m>) -> Self {
+        let root = InstrId::new(b.root as usize);
+        let mut leaf_input = HashMap::default();
+        let mut leaves = Vec::with_capacity(b.leaves as usize);
+        for i in 0..b.leaves as usize {
+            leaf_input.insert(InstrId::new(i), i);
+            leaves.push(InstrId::new(i));
+        }
+        let mut r = Region {
+            module,
+            src: Source::Body(b),
+            root,
+            single: b.single,
+            leaf_input,
+            leaves,
+            out_shape: None,
+        };
+        if b.single && r.ins(root).opcode == Opcode::AsyncStart {
+            r.out_shape = r.ins(root).shape.tuple_element(1);
+        }
+        r
+    }
+
     fn is_leaf(&self, id: InstrId) -> bool {
         self.leaf_input.contains_key(&id)
     }
 
-    fn ins(&self, id: InstrId) -> &'m Instruction {
-        self.comp.instr(id)
+    fn ins(&self, id: InstrId) -> Ins<'m> {
+        match self.src {
+            Source::Comp(c) => {
+                let i = c.instr(id);
+                Ins {
+                    opcode: i.opcode,
+                    async_wrapped: i.async_wrapped,
+                    shape: &i.shape,
+                    attrs: &i.attrs,
+                }
+            }
+            Source::Body(b) => {
+                let i = id.index();
+                Ins {
+                    opcode: b.opcode(i),
+                    async_wrapped: b.async_wrapped(i),
+                    shape: b.shape(i),
+                    attrs: b.attrs(i),
+                }
+            }
+        }
+    }
+
+    /// Name of instruction `id` (as in the compiled module).
+    fn name(&self, id: InstrId) -> String {
+        match self.src {
+            Source::Comp(c) => c.instr(id).name.to_string(),
+            Source::Body(b) => b.name(id.index()),
+        }
+    }
+
+    /// Instructions in the region's computation (for a single instruction, that of
+    /// the computation around it).
+    fn len(&self) -> usize {
+        match self.src {
+            Source::Comp(c) => c.order.len(),
+            Source::Body(b) => b.instrs.len(),
+        }
     }
 
     /// Effective opcode (async-start sugar → wrapped op).
@@ -241,7 +347,7 @@ impl<'m> Region<'m> {
                 return elem_shape(s);
             }
         }
-        elem_shape(&self.ins(id).shape)
+        elem_shape(self.ins(id).shape)
     }
 
     fn dims(&self, id: InstrId) -> SmallVec<[i64; 6]> {
@@ -259,17 +365,38 @@ impl<'m> Region<'m> {
         if self.single {
             vec![self.root]
         } else {
-            self.comp
-                .order
-                .iter()
-                .copied()
-                .filter(|&id| !self.is_leaf(id))
-                .collect()
+            match self.src {
+                Source::Comp(c) => c
+                    .order
+                    .iter()
+                    .copied()
+                    .filter(|&id| !self.is_leaf(id))
+                    .collect(),
+                Source::Body(b) => (0..b.instrs.len())
+                    .map(InstrId::new)
+                    .filter(|&id| !self.is_leaf(id))
+                    .collect(),
+            }
         }
     }
 
     fn operands(&self, id: InstrId) -> SmallVec<[InstrId; 4]> {
-        self.comp.operands(id)
+        match self.src {
+            Source::Comp(c) => c.operands(id),
+            Source::Body(b) => b.instrs[id.index()]
+                .operands
+                .iter()
+                .map(|&o| InstrId::new(o as usize))
+                .collect(),
+        }
+    }
+
+    /// Whether a copy / transpose / reshape changes the physical order of the data
+    /// (otherwise it is a bitcast and costs nothing unfused).
+    fn changes_physical(&self, id: InstrId) -> bool {
+        let ins = self.ins(id);
+        let src = self.operands(id).first().map(|&o| self.ins(o).shape);
+        changes_physical(ins.opcode, ins.attrs, ins.shape, src)
     }
 
     fn called(&self, id: InstrId, role: CallRole) -> Option<&'m Computation> {
@@ -278,24 +405,20 @@ impl<'m> Region<'m> {
     }
 }
 
-/// Whether a copy / transpose / reshape changes the physical order of the
-/// data (otherwise it is a bitcast and costs nothing unfused).
-fn changes_physical(c: &Computation, id: InstrId) -> bool {
-    let ins = c.instr(id);
-    let Some(out) = ins.shape.as_array() else {
+/// [`Region::changes_physical`] of an instruction with this opcode, attributes and
+/// shape, whose operand 0 has shape `src`.
+fn changes_physical(op: Opcode, attrs: &Attrs, shape: &Shape, src: Option<&Shape>) -> bool {
+    let Some(out) = shape.as_array() else {
         return true;
     };
-    let Some(src) = c
-        .operand(id, 0)
-        .and_then(|o| c.instr(o).shape.as_array().cloned())
-    else {
+    let Some(src) = src.and_then(|s| s.as_array()) else {
         return true;
     };
-    match ins.opcode {
+    match op {
         Opcode::Reshape => {
             // a reshape is a bitcast when both sides are row-major (size-1
             // dims ignored) — the linear order is then preserved
-            !(is_row_major(out) && is_row_major(&src))
+            !(is_row_major(out) && is_row_major(src))
         }
         Opcode::Transpose | Opcode::Copy => {
             let rank = out.rank();
@@ -304,8 +427,8 @@ fn changes_physical(c: &Computation, id: InstrId) -> bool {
             }
             // operand logical dim → output logical dim
             let mut to_out: Vec<usize> = (0..rank).collect();
-            if ins.opcode == Opcode::Transpose {
-                if let Some(p) = &ins.attrs.dimensions {
+            if op == Opcode::Transpose {
+                if let Some(p) = &attrs.dimensions {
                     for (i, &d) in p.iter().enumerate() {
                         if let Some(slot) = usize::try_from(d).ok().and_then(|d| to_out.get_mut(d))
                         {
@@ -318,7 +441,7 @@ fn changes_physical(c: &Computation, id: InstrId) -> bool {
                 .into_iter()
                 .filter(|&l| dim_size(out.dims[l]) != 1)
                 .collect();
-            let src_seq: Vec<usize> = physical_order(&src)
+            let src_seq: Vec<usize> = physical_order(src)
                 .into_iter()
                 .filter(|&l| dim_size(src.dims[l]) != 1)
                 .map(|l| to_out[l])
@@ -457,7 +580,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     }
     for &id in &members {
         if matches!(r.opcode(id), Opcode::Copy | Opcode::Transpose)
-            && (r.single || changes_physical(r.comp, id))
+            && (r.single || r.changes_physical(id))
         {
             return (id, HeroClass::CopyTranspose);
         }
@@ -1105,7 +1228,7 @@ fn precision_of(r: &Region, hero: InstrId) -> MxuPrecision {
 fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerError> {
     // ---- main output and side outputs
     let root_ins = r.ins(r.root);
-    let root_shape = r.out_shape.unwrap_or(&root_ins.shape);
+    let root_shape = r.out_shape.unwrap_or(root_ins.shape);
     let mut side: Vec<TensorDesc> = Vec::new();
     let (main, main_arr): (InstrId, ArrayShape) = match root_shape {
         Shape::Array(a) => (r.root, a.clone()),
@@ -1383,7 +1506,7 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         // Sized for the region (a fused computation's instructions or one
         // instruction, and its leaves).
         maps: HashMap::with_capacity_and_hasher(
-            if r.single { 1 } else { r.comp.order.len() },
+            if r.single { 1 } else { r.len() },
             Default::default(),
         ),
         leaf_maps: HashMap::with_capacity_and_hasher(r.leaves.len(), Default::default()),
@@ -1429,7 +1552,7 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         if tr.aliased.contains(&leaf) {
             continue;
         }
-        let Some(a) = elem_shape(&r.ins(leaf).shape) else {
+        let Some(a) = elem_shape(r.ins(leaf).shape) else {
             continue;
         };
         // scalars travel as kernel arguments (SMEM), not as HBM tiles
@@ -1695,7 +1818,7 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
         transcendentals: transc,
         flops,
     };
-    let hero_name = r.ins(hero).name.to_string();
+    let hero_name = r.name(hero);
     match desc.validate() {
         Ok(()) => Ok(Some(LoweredKernel {
             desc,

@@ -17,7 +17,7 @@ pub mod lower;
 pub mod ops;
 pub mod program;
 
-pub use lower::{describe, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
+pub use lower::{describe, lower_body, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
 pub use program::{
     estimate_program, explain_kernel, find_kernel, tile_overrides, trip_count, KernelRow,
     LoweredProgram, PreparedProgram, ProgramError, ProgramEstimate, ProgramKernel, TileOverrides,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use thiserror::Error;
 
-use super::lower::{describe, lower_kernel_full, LowerError, LoweredKernel};
+use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
 use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
 use crate::tpu::{
@@ -455,7 +455,40 @@ impl LoweredProgram {
             loops: Vec::new(),
         };
         let nodes = w.walk(module.entry)?;
-        let mut kernels = w.kernels;
+        Ok(Self::assemble(w.kernels, nodes, w.loops))
+    }
+
+    /// Lowers the kernels listed by [`crate::passes::PreparedModule::compile_bodies`]
+    /// for a straight-line program (`module` is the input module): the same program
+    /// as `LoweredProgram::new(&prepared.compile(config)?.module)`, without the module.
+    /// For a program that is not straight-line
+    /// ([`crate::passes::PreparedModule::is_straight_line`]) the kernel list alone
+    /// misses loop trip counts and branches: lower the compiled module instead.
+    pub fn from_bodies(
+        module: &Module,
+        compiled: &crate::passes::CompiledBodies<'_>,
+    ) -> Result<Self, ProgramError> {
+        let mut kernels = Vec::with_capacity(compiled.bodies.len());
+        let mut nodes = Vec::with_capacity(compiled.bodies.len());
+        for (k, body) in compiled.kernels.iter().zip(compiled.bodies.iter()) {
+            if let Some(lowered) = lower_body(module, body, &k.name)? {
+                nodes.push(Node::Kernel(kernels.len()));
+                kernels.push(ProgramKernel {
+                    lowered,
+                    computation: k.computation_name.to_string(),
+                    class: 0,
+                });
+            }
+        }
+        Ok(Self::assemble(kernels, nodes, Vec::new()))
+    }
+
+    /// Groups structurally identical kernels and indexes them by name.
+    fn assemble(
+        mut kernels: Vec<ProgramKernel>,
+        nodes: Vec<Node>,
+        loops: Vec<(String, u64, TripSource)>,
+    ) -> Self {
         let mut classes: Vec<usize> = Vec::new();
         // Structure hash → classes with that hash.
         let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
@@ -481,13 +514,13 @@ impl LoweredProgram {
                 .or_insert_with(Vec::new)
                 .push(i);
         }
-        Ok(Self {
+        Self {
             kernels,
             classes,
             nodes,
             by_name,
-            loops: w.loops,
-        })
+            loops,
+        }
     }
 
     /// Number of structurally distinct kernels (evaluated once per call).

@@ -9,9 +9,12 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 use super::error::CompileError;
-use super::flat::{has_side_effect, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
+use super::flat::{has_side_effect, numbered, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
 use super::fusion::FusionPlan;
-use super::kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
+use super::kernel::{
+    BodyAttrs, BodyInstr, BodyNode, BodySpan, CallSite, Kernel, KernelBodies, KernelKind,
+    PhysicalShape,
+};
 use super::layout::leaf_shapes;
 use super::tiling;
 use crate::ir::{
@@ -19,11 +22,24 @@ use crate::ir::{
     Shape, SharedAttrs, SharedShape,
 };
 
+/// What the emitter builds besides the kernel list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EmitMode {
+    /// The output module.
+    Module,
+    /// Nothing (names, ids and kernels as in a full run).
+    Dry,
+    /// The instructions of each kernel ([`KernelBodies`]), no module.
+    Bodies,
+}
+
 /// Output of the emitter.
-pub(crate) struct Emitted {
-    /// None in dry mode.
+pub(crate) struct Emitted<'a> {
+    /// Only in [`EmitMode::Module`].
     pub module: Option<Module>,
     pub kernels: Vec<Kernel>,
+    /// In [`EmitMode::Bodies`], one per kernel (else empty).
+    pub bodies: KernelBodies<'a>,
     /// Instructions of the (would-be) output module.
     pub instructions: usize,
 }
@@ -86,14 +102,16 @@ fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
 
 /// Values computed from a node's input shape and layouts, kept between compilations
 /// (in the pooled scratch of a `PreparedModule`): a node with the same input shape and
-/// the same layout as in the last compilation gets the very same value. Slots are small
-/// and indexed by node, so a lookup touches one cache line at most.
-struct NodeSlots<T> {
-    /// Per flat computation, per node.
-    slots: Vec<Vec<NodeSlot<T>>>,
+/// one of the last `W` layouts it had gets the very same value. Random configurations
+/// change the layouts of ~40 % of the nodes, often back and forth between the
+/// compiler's choice and another. Slots are small and indexed by node, so a lookup
+/// touches one or two cache lines.
+struct NodeSlots<T, const W: usize> {
+    /// Per flat computation, per node: the `W` most recent values, the latest first.
+    slots: Vec<Vec<[NodeSlot<T>; W]>>,
 }
 
-impl<T> Default for NodeSlots<T> {
+impl<T, const W: usize> Default for NodeSlots<T, W> {
     fn default() -> Self {
         NodeSlots { slots: Vec::new() }
     }
@@ -108,9 +126,9 @@ struct NodeSlot<T> {
     value: Option<T>,
 }
 
-impl<T: Clone> NodeSlots<T> {
-    /// The value of node `x` of flat computation `fi`, made by `make` unless the last
-    /// compilation's still holds; None (nothing made) for nodes that are not cached:
+impl<T: Clone, const W: usize> NodeSlots<T, W> {
+    /// The value of node `x` of flat computation `fi`, made by `make` unless one of the
+    /// last `W` made still holds; None (nothing made) for nodes that are not cached:
     /// shapes the passes made themselves live only for one compilation (their address
     /// could be reused by another shape), and tuples have no [`layout_key`].
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>, make: impl FnOnce() -> T) -> Option<&T> {
@@ -128,23 +146,79 @@ impl<T: Clone> NodeSlots<T> {
                 key: 0,
                 value: None,
             };
-            v.resize(x as usize + 1 + v.len() / 4, empty);
+            v.resize(
+                x as usize + 1 + v.len() / 4,
+                std::array::from_fn(|_| empty.clone()),
+            );
         }
-        let slot = &mut v[x as usize];
-        if slot.value.is_none() || slot.src != src || slot.key != key {
-            *slot = NodeSlot {
-                src,
-                key,
-                value: Some(make()),
+        let ways = &mut v[x as usize];
+        let hit = |s: &NodeSlot<T>| s.value.is_some() && s.src == src && s.key == key;
+        match ways.iter().position(hit) {
+            // move it to the front
+            Some(i) => ways[..=i].rotate_right(1),
+            // evict the oldest
+            None => {
+                ways.rotate_right(1);
+                ways[0] = NodeSlot {
+                    src,
+                    key,
+                    value: Some(make()),
+                };
+            }
+        }
+        ways[0].value.as_ref()
+    }
+}
+
+/// Where the nodes of [`KernelBodies`] are listed: each node once per compilation.
+#[derive(Default)]
+struct BodyNodes {
+    /// Per flat computation, node → index in the list (NONE = not listed yet).
+    index: Vec<Vec<u32>>,
+}
+
+impl BodyNodes {
+    fn reset(&mut self, flat: &Flat<'_>) {
+        self.index.resize_with(flat.comps.len(), Vec::new);
+        for (v, fc) in self.index.iter_mut().zip(&flat.comps) {
+            refill(v, fc.nodes.len(), NONE);
+        }
+    }
+
+    /// Index of node `x` of flat computation `fi` in `list`, listed now if not yet.
+    fn index<'a>(
+        &mut self,
+        list: &mut Vec<BodyNode<'a>>,
+        fi: usize,
+        x: u32,
+        n: &FNode<'a>,
+        shapes: &mut ShapeCache,
+    ) -> u32 {
+        let i = &mut self.index[fi][x as usize];
+        if *i == NONE {
+            *i = list.len() as u32;
+            let attrs = match n.src {
+                // the input's own, unless the output changes them
+                Some(s) if n.opcode == s.opcode || s.attrs.dimensions.is_none() => {
+                    BodyAttrs::Input(&s.attrs)
+                }
+                _ => BodyAttrs::Own(node_attrs(n, n.src.map(|s| s.attrs.clone()))),
             };
+            list.push(BodyNode {
+                name: Name::from(n.name()),
+                opcode: n.opcode,
+                async_wrapped: n.src.and_then(|s| s.async_wrapped),
+                shape: shapes.get(fi, x, n),
+                attrs,
+            });
         }
-        slot.value.as_ref()
+        *i
     }
 }
 
 /// Laid-out shapes of nodes: emitting a node laid out as last time copies a pointer.
 #[derive(Default)]
-struct ShapeCache(NodeSlots<SharedShape>);
+struct ShapeCache(NodeSlots<SharedShape, 2>);
 
 impl ShapeCache {
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
@@ -206,7 +280,7 @@ type Phys = SmallVec<[Arc<PhysicalShape>; 1]>;
 /// compilation.
 #[derive(Default)]
 struct PhysCache {
-    slots: NodeSlots<Phys>,
+    slots: NodeSlots<Phys, 1>,
     /// This compilation's shapes of the other nodes: node → index in `store`.
     idx: Vec<u32>,
     store: Vec<Phys>,
@@ -244,6 +318,27 @@ impl PhysCache {
     }
 }
 
+/// The output attributes of node `n` from `src` (its input instruction's, with calls
+/// remapped or not): a transpose/reshape turned bitcast loses its dimensions; a
+/// synthetic get-tuple-element gets its index.
+fn node_attrs(n: &FNode<'_>, src: Option<SharedAttrs>) -> SharedAttrs {
+    match (src, n.src) {
+        (Some(mut attrs), Some(s)) => {
+            if n.opcode != s.opcode && attrs.dimensions.is_some() {
+                attrs.dimensions = None;
+            }
+            attrs
+        }
+        _ => {
+            let mut attrs = SharedAttrs::default();
+            if n.opcode == Opcode::GetTupleElement {
+                attrs.tuple_index = Some(n.tuple_index);
+            }
+            attrs
+        }
+    }
+}
+
 /// `v = vec![x; n]`, keeping the allocation.
 fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
     v.clear();
@@ -255,9 +350,11 @@ fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 pub(crate) struct EmitScratch {
     pc: PhysCache,
     shapes: ShapeCache,
+    body_nodes: BodyNodes,
     remapped: RemapCache,
-    /// Kernels in emission order (taken out in execution order).
-    all: Vec<Option<Kernel>>,
+    /// Kernels (and their bodies in [`EmitMode::Bodies`]) in emission order, taken out
+    /// in execution order.
+    all: Vec<Option<(Kernel, Option<BodySpan>)>>,
     /// Inputs of every fusion, concatenated; `input_end[g]` ends fusion g's.
     inputs: Vec<u32>,
     input_end: Vec<u32>,
@@ -343,6 +440,12 @@ struct Emitter<'e, 'a> {
     m: &'a Module,
     names: &'e mut Namer<'a>,
     dry: bool,
+    /// List kernel bodies (dry mode only).
+    bodies: bool,
+    /// Their instructions, kernel after kernel in emission order.
+    arena: Vec<BodyInstr>,
+    /// The nodes they are made of.
+    nodes: Vec<BodyNode<'a>>,
     new_id: Vec<Option<CompId>>,
     comps: IndexMap<String, Computation>,
     /// Computations emitted so far (= next CompId).
@@ -360,35 +463,22 @@ impl<'e, 'a> Emitter<'e, 'a> {
         shape: SharedShape,
         remapped: &mut RemapCache,
     ) -> Result<Instruction, CompileError> {
-        match n.src {
-            Some(src) => {
-                let mut attrs = if src.attrs.called.is_empty() {
-                    src.attrs.clone()
-                } else {
-                    remapped.get(src, &self.new_id, self.m)?
-                };
-                if n.opcode != src.opcode && attrs.dimensions.is_some() {
-                    // transpose/reshape turned into a bitcast
-                    attrs.dimensions = None;
-                }
-                Ok(Instruction {
-                    name,
-                    opcode: n.opcode,
-                    async_wrapped: src.async_wrapped,
-                    shape,
-                    attrs,
-                    line: src.line,
-                    col: src.col,
-                })
+        let attrs = match n.src {
+            Some(src) if !src.attrs.called.is_empty() => {
+                Some(remapped.get(src, &self.new_id, self.m)?)
             }
-            None => {
-                let mut ins = Instruction::new(name, n.opcode, shape);
-                if n.opcode == Opcode::GetTupleElement {
-                    ins.attrs.tuple_index = Some(n.tuple_index);
-                }
-                Ok(ins)
-            }
-        }
+            Some(src) => Some(src.attrs.clone()),
+            None => None,
+        };
+        Ok(Instruction {
+            name,
+            opcode: n.opcode,
+            async_wrapped: n.src.and_then(|s| s.async_wrapped),
+            shape,
+            attrs: node_attrs(n, attrs),
+            line: n.src.map_or(0, |s| s.line),
+            col: n.src.map_or(0, |s| s.col),
+        })
     }
 
     fn insert(&mut self, comp: Option<Computation>) -> Result<CompId, CompileError> {
@@ -416,14 +506,20 @@ impl<'e, 'a> Emitter<'e, 'a> {
         named: &mut [bool],
         needed: bool,
     ) -> Option<Name> {
-        if !named[x as usize] {
-            named[x as usize] = true;
-            needed.then(|| Name::from(nd.name()))
-        } else if needed {
-            Some(self.names.fresh(nd.name()))
+        let k = self.clone_number(x, named);
+        needed.then(|| match k {
+            0 => Name::from(nd.name()),
+            k => numbered(nd.name(), None, k),
+        })
+    }
+
+    /// 0 the first time node `x` is emitted (it keeps its name), else the number of
+    /// its fresh name `{name}.{k}`.
+    fn clone_number(&mut self, x: u32, named: &mut [bool]) -> u64 {
+        if std::mem::replace(&mut named[x as usize], true) {
+            self.names.number()
         } else {
-            self.names.skip();
-            None
+            0
         }
     }
 
@@ -451,6 +547,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let EmitScratch {
             pc,
             shapes,
+            body_nodes,
             remapped,
             all,
             inputs,
@@ -482,6 +579,10 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 }
             }
             input_end.push(inputs.len() as u32);
+        }
+        if self.bodies {
+            let members: usize = plan.groups.iter().map(|g| g.members.len()).sum();
+            self.arena.reserve(inputs.len() + members + 2 * n);
         }
         let inputs_of = |g: u32| -> &[u32] {
             let end = input_end[g as usize] as usize;
@@ -596,7 +697,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g == NONE {
                 let is_kernel = !is_trivial(nd.opcode);
-                let name = self.name_for(nd, x, named, !dry || is_kernel);
+                let clone_number = self.clone_number(x, named);
+                let name = (!dry || is_kernel).then(|| match clone_number {
+                    0 => Name::from(nd.name()),
+                    k => numbered(nd.name(), None, k),
+                });
                 let id = next_id;
                 next_id += 1;
                 if nd.opcode == Opcode::Parameter {
@@ -632,24 +737,54 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 if is_kernel {
                     let name = name.unwrap_or_default();
                     let parameters = pc.all(fi, fc, &nd.operands);
+                    let body = if self.bodies {
+                        // distinct operands, then the instruction
+                        let start = self.arena.len();
+                        let mut leaves: SmallVec<[u32; 4]> = SmallVec::new();
+                        let mut ops = SmallVec::new();
+                        for &o in &nd.operands {
+                            let pos = leaves.iter().position(|&l| l == o).unwrap_or_else(|| {
+                                let on = &fc.nodes[o as usize];
+                                let node = body_nodes.index(&mut self.nodes, fi, o, on, shapes);
+                                self.arena.push(BodyInstr::of(node, 0, SmallVec::new()));
+                                leaves.push(o);
+                                leaves.len() - 1
+                            });
+                            ops.push(pos as u32);
+                        }
+                        let node = body_nodes.index(&mut self.nodes, fi, x, nd, shapes);
+                        self.arena.push(BodyInstr::of(node, clone_number, ops));
+                        Some(BodySpan {
+                            start: start as u32,
+                            len: leaves.len() as u32 + 1,
+                            root: leaves.len() as u32,
+                            leaves: leaves.len() as u32,
+                            single: true,
+                        })
+                    } else {
+                        None
+                    };
                     kernels.push((x, all.len() as u32));
-                    all.push(Some(Kernel {
-                        index: 0,
-                        hero_name: name.clone(),
-                        name,
-                        kind: KernelKind::Unfused,
-                        hero: nd.opcode,
-                        computation: cid,
-                        computation_name: Name::from(orig.name.as_str()),
-                        instruction: id,
-                        fused_computation: None,
-                        hero_operands: parameters.clone(),
-                        parameters,
-                        outputs: pc.get(fi, fc, x).to_vec(),
-                        tile: None,
-                        instruction_count: 1,
-                        call_site: None,
-                    }));
+                    all.push(Some((
+                        Kernel {
+                            index: 0,
+                            hero_name: name.clone(),
+                            name,
+                            kind: KernelKind::Unfused,
+                            hero: nd.opcode,
+                            computation: cid,
+                            computation_name: Name::from(orig.name.as_str()),
+                            instruction: id,
+                            fused_computation: None,
+                            hero_operands: parameters.clone(),
+                            parameters,
+                            outputs: pc.get(fi, fc, x).to_vec(),
+                            tile: None,
+                            instruction_count: 1,
+                            call_site: None,
+                        },
+                        body,
+                    )));
                 }
                 continue;
             }
@@ -669,9 +804,23 @@ impl<'e, 'a> Emitter<'e, 'a> {
             };
             let mut fid: u32 = 0;
             let mut parameters = Vec::with_capacity(ins_g.len());
+            let start = self.arena.len();
             for (i, &inp) in ins_g.iter().enumerate() {
                 let on = &fc.nodes[inp as usize];
                 parameters.extend_from_slice(pc.get(fi, fc, inp));
+                while param_attrs.len() <= i {
+                    let mut a = SharedAttrs::default();
+                    a.parameter_number = Some(param_attrs.len() as i64);
+                    param_attrs.push(a);
+                }
+                if self.bodies {
+                    self.arena.push(BodyInstr {
+                        node: body_nodes.index(&mut self.nodes, fi, inp, on, shapes),
+                        parameter: i as u32,
+                        clone_number: 0,
+                        operands: SmallVec::new(),
+                    });
+                }
                 let pname = if dry {
                     self.names.skip();
                     Name::default()
@@ -680,11 +829,6 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 };
                 if let Some(f) = f.as_mut() {
                     let mut p = Instruction::new(pname, Opcode::Parameter, shapes.get(fi, inp, on));
-                    while param_attrs.len() <= i {
-                        let mut a = SharedAttrs::default();
-                        a.parameter_number = Some(param_attrs.len() as i64);
-                        param_attrs.push(a);
-                    }
                     p.attrs = param_attrs[i].clone();
                     let id = f.add(p, &[]);
                     f.params.push(id);
@@ -696,6 +840,29 @@ impl<'e, 'a> Emitter<'e, 'a> {
             for &x2 in &gp.members {
                 let nd2 = &fc.nodes[x2 as usize];
                 let is_hero = x2 == gp.hero;
+                if self.bodies {
+                    // the name as `name_for` would make it, made only if asked for
+                    let number = self.clone_number(x2, named);
+                    let ops: Option<SmallVec<[u32; 4]>> = nd2
+                        .operands
+                        .iter()
+                        .map(|&o| Some(local[o as usize]).filter(|&l| l != NONE))
+                        .collect();
+                    let ops = ops.ok_or_else(|| {
+                        bad(m, format!("fused operand of '{}' missing", nd2.name()))
+                    })?;
+                    if is_hero {
+                        hero_name = match number {
+                            0 => Name::from(nd2.name()),
+                            k => numbered(nd2.name(), None, k),
+                        };
+                    }
+                    let node = body_nodes.index(&mut self.nodes, fi, x2, nd2, shapes);
+                    self.arena.push(BodyInstr::of(node, number, ops));
+                    local[x2 as usize] = fid;
+                    fid += 1;
+                    continue;
+                }
                 let name = self.name_for(nd2, x2, named, !dry || is_hero);
                 if is_hero {
                     hero_name = name.clone().unwrap_or_default();
@@ -753,24 +920,34 @@ impl<'e, 'a> Emitter<'e, 'a> {
             }
             new_ids[x as usize] = id;
             let hero = &fc.nodes[gp.hero as usize];
+            let body = self.bodies.then(|| BodySpan {
+                start: start as u32,
+                len: (self.arena.len() - start) as u32,
+                root: root_local,
+                leaves: ins_g.len() as u32,
+                single: false,
+            });
             kernels.push((x, all.len() as u32));
-            all.push(Some(Kernel {
-                index: 0,
-                name: fu_name,
-                kind: KernelKind::from_fusion(gp.kind),
-                hero: hero.opcode,
-                hero_name,
-                computation: cid,
-                computation_name: Name::from(orig.name.as_str()),
-                instruction: id,
-                fused_computation: Some(fcid),
-                parameters,
-                outputs: pc.get(fi, fc, gp.root).to_vec(),
-                hero_operands: pc.all(fi, fc, &hero.operands),
-                tile: None,
-                instruction_count: gp.members.len(),
-                call_site: None,
-            }));
+            all.push(Some((
+                Kernel {
+                    index: 0,
+                    name: fu_name,
+                    kind: KernelKind::from_fusion(gp.kind),
+                    hero: hero.opcode,
+                    hero_name,
+                    computation: cid,
+                    computation_name: Name::from(orig.name.as_str()),
+                    instruction: id,
+                    fused_computation: Some(fcid),
+                    parameters,
+                    outputs: pc.get(fi, fc, gp.root).to_vec(),
+                    hero_operands: pc.all(fi, fc, &hero.operands),
+                    tile: None,
+                    instruction_count: gp.members.len(),
+                    call_site: None,
+                },
+                body,
+            )));
         }
         if new_ids.get(fc.root as usize).copied().unwrap_or(NONE) == NONE {
             return Err(bad(m, format!("root of '{}' not emitted", orig.name)));
@@ -803,20 +980,28 @@ impl<'e, 'a> Emitter<'e, 'a> {
     }
 }
 
-/// Emit the compiled module (unless `dry`) and its kernels in execution order.
-pub(crate) fn emit(
-    flat: &mut Flat<'_>,
+/// Emit the compiled module (or, by `mode`, nothing or the kernel bodies) and its
+/// kernels in execution order.
+pub(crate) fn emit<'a>(
+    flat: &mut Flat<'a>,
     plans: &[FusionPlan],
-    dry: bool,
+    mode: EmitMode,
     scratch: &mut EmitScratch,
-) -> Result<Emitted, CompileError> {
+) -> Result<Emitted<'a>, CompileError> {
     let m = flat.module;
     scratch.all.clear();
     let nflat = flat.comps.len();
+    let dry = mode != EmitMode::Module;
+    if mode == EmitMode::Bodies {
+        scratch.body_nodes.reset(flat);
+    }
     let mut e = Emitter {
         m,
         names: &mut flat.names,
         dry,
+        bodies: mode == EmitMode::Bodies,
+        arena: Vec::new(),
+        nodes: Vec::new(),
         new_id: vec![None; m.computations.len()],
         comps: IndexMap::with_capacity(if dry {
             0
@@ -866,6 +1051,8 @@ pub(crate) fn emit(
         comps,
         mut kernels,
         instructions,
+        arena,
+        nodes,
         ..
     } = e;
     let module = if dry {
@@ -904,12 +1091,29 @@ pub(crate) fn emit(
             0,
         );
     }
-    for (i, k) in out.iter_mut().enumerate() {
-        k.index = i;
-    }
+    let mut bodies = KernelBodies {
+        instrs: arena,
+        nodes,
+        parameter_attrs: scratch.param_attrs.clone(),
+        spans: Vec::with_capacity(if mode == EmitMode::Bodies {
+            out.len()
+        } else {
+            0
+        }),
+    };
+    let kernels = out
+        .into_iter()
+        .enumerate()
+        .map(|(i, (mut k, span))| {
+            k.index = i;
+            bodies.spans.extend(span);
+            k
+        })
+        .collect();
     Ok(Emitted {
         module,
-        kernels: out,
+        kernels,
+        bodies,
         instructions,
     })
 }
@@ -920,9 +1124,9 @@ fn collect(
     fi: usize,
     site: Option<CallSite>,
     kernels: &mut [Vec<(u32, u32)>],
-    all: &mut [Option<Kernel>],
+    all: &mut [Option<(Kernel, Option<BodySpan>)>],
     visited: &mut [bool],
-    out: &mut Vec<Kernel>,
+    out: &mut Vec<(Kernel, Option<BodySpan>)>,
     depth: usize,
 ) {
     if depth > 64 || visited.get(fi).copied().unwrap_or(true) {
@@ -937,7 +1141,7 @@ fn collect(
     for &x in &fc.order {
         while let Some((_, k)) = mine.next_if(|(kx, _)| *kx == x) {
             if let Some(mut k) = all.get_mut(k as usize).and_then(Option::take) {
-                k.call_site = site.clone();
+                k.0.call_site = site.clone();
                 out.push(k);
             }
         }

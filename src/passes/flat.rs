@@ -384,6 +384,12 @@ impl<'a> Namer<'a> {
         self.next += 1;
     }
 
+    /// Use up a number and return it: `fresh(base)` would have been `base.N`.
+    pub fn number(&mut self) -> u64 {
+        self.next += 1;
+        self.next - 1
+    }
+
     /// A fresh name `base.N`.
     pub fn fresh(&mut self, base: &str) -> Name {
         self.fresh_numbered(base, None)
@@ -397,27 +403,32 @@ impl<'a> Namer<'a> {
     fn fresh_numbered(&mut self, base: &str, index: Option<u64>) -> Name {
         let k = self.next;
         self.next += 1;
-        // Written into a stack buffer and copied once: a name of up to 24 bytes is
-        // stored inline (no allocation).
-        let mut buf = [0u8; 96];
-        if base.len() <= 48 {
-            buf[..base.len()].copy_from_slice(base.as_bytes());
-            let mut len = base.len();
-            if let Some(i) = index {
-                len += write_decimal(&mut buf[len..], i);
-            }
-            buf[len] = b'.';
-            len += 1;
-            len += write_decimal(&mut buf[len..], k);
-            // SAFETY: `base` is a str (cut at its end) followed by ASCII digits and '.'.
-            return Name::from(unsafe { std::str::from_utf8_unchecked(&buf[..len]) });
-        }
-        // A long base (rare): the name is on the heap anyway.
-        Name::from(match index {
-            Some(i) => format!("{base}{i}.{k}"),
-            None => format!("{base}.{k}"),
-        })
+        numbered(base, index, k)
     }
+}
+
+/// `{base}{index}.{k}` (`base.k` without an index).
+pub(crate) fn numbered(base: &str, index: Option<u64>, k: u64) -> Name {
+    // Written into a stack buffer and copied once: a name of up to 24 bytes is stored
+    // inline (no allocation).
+    let mut buf = [0u8; 96];
+    if base.len() <= 48 {
+        buf[..base.len()].copy_from_slice(base.as_bytes());
+        let mut len = base.len();
+        if let Some(i) = index {
+            len += write_decimal(&mut buf[len..], i);
+        }
+        buf[len] = b'.';
+        len += 1;
+        len += write_decimal(&mut buf[len..], k);
+        // SAFETY: `base` is a str (cut at its end) followed by ASCII digits and '.'.
+        return Name::from(unsafe { std::str::from_utf8_unchecked(&buf[..len]) });
+    }
+    // A long base (rare): the name is on the heap anyway.
+    Name::from(match index {
+        Some(i) => format!("{base}{i}.{k}"),
+        None => format!("{base}.{k}"),
+    })
 }
 
 /// Write `k` in base 10 at the start of `out` (which must hold 20 bytes); returns the

@@ -8,7 +8,10 @@ use super::tiling;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-use crate::ir::{ArrayShape, CompId, Dims, FusionKind, InstrId, Name, Opcode, PrimitiveType};
+use crate::ir::{
+    ArrayShape, Attrs, CompId, Dims, FusionKind, InstrId, Name, Opcode, PrimitiveType, SharedAttrs,
+    SharedShape,
+};
 
 /// A tensor as stored: logical dims plus physical layout.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +214,190 @@ impl Kernel {
     /// The kernel's instruction id in `computation`.
     pub fn instr_id(&self) -> InstrId {
         NodeIndex::new(self.instruction as usize)
+    }
+}
+
+/// Attributes of a [`BodyNode`]: its input instruction's, or its own when the compiler
+/// made or changed the instruction.
+#[derive(Debug, Clone)]
+pub enum BodyAttrs<'m> {
+    Input(&'m Attrs),
+    Own(SharedAttrs),
+}
+
+impl std::ops::Deref for BodyAttrs<'_> {
+    type Target = Attrs;
+    fn deref(&self) -> &Attrs {
+        match self {
+            BodyAttrs::Input(a) => a,
+            BodyAttrs::Own(a) => a,
+        }
+    }
+}
+
+/// A node of the compiled program as kernel bodies read it: listed once per
+/// compilation in [`KernelBodies`], however many kernels read or hold it.
+#[derive(Debug, Clone)]
+pub struct BodyNode<'m> {
+    /// Name in the output module (of its first copy; see [`BodyInstr::clone_number`]).
+    pub name: Name,
+    pub opcode: Opcode,
+    pub async_wrapped: Option<Opcode>,
+    /// Laid-out shape (TPU tiles attached), shared with the compiler's caches.
+    pub shape: SharedShape,
+    /// Attributes as in the *input* module: called computations keep their input ids.
+    pub attrs: BodyAttrs<'m>,
+}
+
+/// One instruction of a [`KernelBody`]: what the instruction of the output module would
+/// be, without a graph around it.
+#[derive(Debug, Clone)]
+pub struct BodyInstr {
+    /// The node (index in [`KernelBody::nodes`]): the instruction itself, or for a
+    /// fusion parameter the value it stands for.
+    pub node: u32,
+    /// Fusion parameters: the parameter number (`u32::MAX` otherwise).
+    pub parameter: u32,
+    /// 0: the instruction is called as its node; else it is a further copy (an
+    /// instruction fused into several kernels) named `{name}.{clone_number}`.
+    pub clone_number: u64,
+    /// Operands, as positions in the kernel's [`KernelBody::instrs`].
+    pub operands: SmallVec<[u32; 4]>,
+}
+
+impl BodyInstr {
+    /// An instruction that is node `node` (not a fusion parameter).
+    pub(crate) fn of(node: u32, clone_number: u64, operands: SmallVec<[u32; 4]>) -> Self {
+        BodyInstr {
+            node,
+            parameter: u32::MAX,
+            clone_number,
+            operands,
+        }
+    }
+}
+
+/// The instructions of one kernel, as the cost model reads them
+/// (`kernels::lower_body`): a view into [`KernelBodies`].
+///
+/// * A fusion: its fused computation — the fusion parameters (`leaves` of them, in
+///   parameter order) and then the fused instructions, in the order and with the ids of
+///   the fused computation of the output module.
+/// * An unfused instruction: its distinct operands (in first-use order, the `leaves`)
+///   and then the instruction itself.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelBody<'a> {
+    pub instrs: &'a [BodyInstr],
+    /// The nodes of the compilation (shared by all kernels).
+    pub nodes: &'a [BodyNode<'a>],
+    /// Attributes of fusion parameters, by parameter number.
+    pub parameter_attrs: &'a [SharedAttrs],
+    /// Position of the root (the fusion's root, or the unfused instruction).
+    pub root: u32,
+    /// The first `leaves` instructions are the kernel's inputs.
+    pub leaves: u32,
+    /// An unfused instruction rather than a fusion.
+    pub single: bool,
+}
+
+impl<'a> KernelBody<'a> {
+    fn node(&self, i: usize) -> &'a BodyNode<'a> {
+        &self.nodes[self.instrs[i].node as usize]
+    }
+
+    fn parameter(&self, i: usize) -> Option<u32> {
+        Some(self.instrs[i].parameter).filter(|&p| p != u32::MAX)
+    }
+
+    pub fn opcode(&self, i: usize) -> Opcode {
+        match self.parameter(i) {
+            Some(_) => Opcode::Parameter,
+            None => self.node(i).opcode,
+        }
+    }
+
+    pub fn async_wrapped(&self, i: usize) -> Option<Opcode> {
+        match self.parameter(i) {
+            Some(_) => None,
+            None => self.node(i).async_wrapped,
+        }
+    }
+
+    /// The laid-out shape of instruction `i`.
+    pub fn shape(&self, i: usize) -> &'a crate::ir::Shape {
+        &self.node(i).shape
+    }
+
+    pub fn attrs(&self, i: usize) -> &'a crate::ir::Attrs {
+        match self.parameter(i) {
+            Some(p) => &self.parameter_attrs[p as usize],
+            None => &self.node(i).attrs,
+        }
+    }
+
+    /// The name instruction `i` has in the output module (empty for fusion parameters;
+    /// for the leaves of an unfused instruction, their node's).
+    pub fn name(&self, i: usize) -> String {
+        let b = &self.instrs[i];
+        if self.parameter(i).is_some() {
+            String::new()
+        } else if b.clone_number == 0 {
+            self.node(i).name.to_string()
+        } else {
+            format!("{}.{}", self.node(i).name, b.clone_number)
+        }
+    }
+}
+
+/// Where a kernel's instructions are in [`KernelBodies`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodySpan {
+    pub start: u32,
+    pub len: u32,
+    pub root: u32,
+    pub leaves: u32,
+    pub single: bool,
+}
+
+/// The instructions of every kernel of a compilation, listed by
+/// [`super::PreparedModule::compile_bodies`] instead of building the output module:
+/// [`KernelBodies::get`]`(i)` is kernel `i`'s (in the order of the kernel list).
+/// The attributes of input instructions are borrowed from the input module (`'m`).
+#[derive(Debug, Clone, Default)]
+pub struct KernelBodies<'m> {
+    /// All kernels' instructions, kernel after kernel.
+    pub(crate) instrs: Vec<BodyInstr>,
+    pub(crate) nodes: Vec<BodyNode<'m>>,
+    pub(crate) parameter_attrs: Vec<SharedAttrs>,
+    pub(crate) spans: Vec<BodySpan>,
+}
+
+impl<'m> KernelBodies<'m> {
+    /// Number of kernels.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Kernel `i`'s instructions.
+    pub fn get(&self, i: usize) -> Option<KernelBody<'_>> {
+        let s = self.spans.get(i)?;
+        Some(KernelBody {
+            instrs: &self.instrs[s.start as usize..(s.start + s.len) as usize],
+            nodes: &self.nodes,
+            parameter_attrs: &self.parameter_attrs,
+            root: s.root,
+            leaves: s.leaves,
+            single: s.single,
+        })
+    }
+
+    /// Every kernel's instructions, in order.
+    pub fn iter(&self) -> impl Iterator<Item = KernelBody<'_>> {
+        (0..self.len()).filter_map(|i| self.get(i))
     }
 }
 

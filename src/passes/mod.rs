@@ -27,12 +27,16 @@ pub use config::{
 };
 pub use emit::while_trip_count;
 pub use error::CompileError;
-pub use kernel::{CallSite, Kernel, KernelKind, PhysicalShape};
+pub use kernel::{
+    BodyAttrs, BodyInstr, BodyNode, CallSite, Kernel, KernelBodies, KernelBody, KernelKind,
+    PhysicalShape,
+};
 pub use layout::LayoutStats;
 
 use serde::Serialize;
 
-use crate::ir::Module;
+use crate::ir::{Module, Opcode};
+use emit::EmitMode;
 
 /// Counters of one compilation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -107,6 +111,19 @@ pub struct CompiledKernels {
     pub notes: Vec<String>,
 }
 
+/// Kernels of a compilation with their instructions, without building the output
+/// module ([`PreparedModule::compile_bodies`]). `'m` is the input module's lifetime:
+/// the bodies borrow its attributes.
+#[derive(Debug, Clone)]
+pub struct CompiledBodies<'m> {
+    /// Exactly `compile(module, config)?.kernels`.
+    pub kernels: Vec<Kernel>,
+    /// The instructions of each kernel, in the order of `kernels`.
+    pub bodies: KernelBodies<'m>,
+    pub stats: CompileStats,
+    pub notes: Vec<String>,
+}
+
 /// Everything [`compile`] decides, without materialising the compiled module: the kernel
 /// list (identical to `compile(..).kernels`) and the counters. The output module has
 /// ~3.5× more instructions than the input (fused clones, parameters); building it
@@ -127,6 +144,7 @@ pub struct PreparedModule<'m> {
     module: &'m Module,
     flat: flat::Flat<'m>,
     names: std::sync::OnceLock<config::Names<'m>>,
+    straight: std::sync::OnceLock<bool>,
     /// Work buffers of finished compilations, reused by the next ones (one per thread
     /// compiling at the same time): a compilation touches a few MB of scratch memory,
     /// and reusing it avoids the allocator handing fresh pages back and forth.
@@ -149,6 +167,7 @@ impl<'m> PreparedModule<'m> {
             module,
             flat: flat::Flat::build(module)?,
             names: std::sync::OnceLock::new(),
+            straight: std::sync::OnceLock::new(),
             pool: std::sync::Mutex::new(Vec::new()),
         })
     }
@@ -165,7 +184,7 @@ impl<'m> PreparedModule<'m> {
 
     /// Same as [`compile`].
     pub fn compile(&self, config: &CompilationConfig) -> Result<CompiledModule, CompileError> {
-        let (out, kernels, stats, notes) = self.run(config, false)?;
+        let (out, kernels, _, stats, notes) = self.run(config, EmitMode::Module)?;
         let out = out.ok_or_else(|| CompileError::Verify {
             module: self.module.name.clone(),
             message: "internal: no module emitted".into(),
@@ -186,7 +205,7 @@ impl<'m> PreparedModule<'m> {
         &self,
         config: &CompilationConfig,
     ) -> Result<CompiledKernels, CompileError> {
-        let (_, kernels, stats, notes) = self.run(config, true)?;
+        let (_, kernels, _, stats, notes) = self.run(config, EmitMode::Dry)?;
         Ok(CompiledKernels {
             kernels,
             stats,
@@ -194,12 +213,57 @@ impl<'m> PreparedModule<'m> {
         })
     }
 
-    fn run(&self, config: &CompilationConfig, dry: bool) -> Result<RunOutput, CompileError> {
+    /// Whether the compiled program is straight-line code: one computation (calls
+    /// inlined) without `while`, `conditional`, async operations or fusions of the input.
+    /// Then its kernels in order are the whole program, and
+    /// [`PreparedModule::compile_bodies`] lists everything the cost model reads.
+    pub fn is_straight_line(&self) -> bool {
+        *self.straight.get_or_init(|| {
+            self.flat.comps.len() == 1
+                && self.flat.comps[0].nodes.iter().all(|n| {
+                    !matches!(
+                        n.opcode,
+                        Opcode::While
+                            | Opcode::Conditional
+                            | Opcode::Call
+                            | Opcode::Fusion
+                            | Opcode::AsyncStart
+                            | Opcode::AsyncUpdate
+                            | Opcode::AsyncDone
+                    )
+                })
+        })
+    }
+
+    /// [`compile_kernels`] plus the instructions of every kernel ([`KernelBody`]: what
+    /// the kernels of the output module would hold), without building the output
+    /// module. `kernels::LoweredProgram::from_bodies` lowers them exactly as it lowers
+    /// the module of [`PreparedModule::compile`] when the program
+    /// [`is_straight_line`](Self::is_straight_line). This is the compilation a dataset
+    /// generator runs for every configuration.
+    pub fn compile_bodies(
+        &self,
+        config: &CompilationConfig,
+    ) -> Result<CompiledBodies<'m>, CompileError> {
+        let (_, kernels, bodies, stats, notes) = self.run(config, EmitMode::Bodies)?;
+        Ok(CompiledBodies {
+            kernels,
+            bodies,
+            stats,
+            notes,
+        })
+    }
+
+    fn run(
+        &self,
+        config: &CompilationConfig,
+        mode: EmitMode,
+    ) -> Result<RunOutput<'m>, CompileError> {
         let module = self.module;
         let resolved = config::resolve(module, &self.flat.table, config, &self.names)?;
         check_overrides(&self.flat, &resolved, module)?;
         let mut scratch = self.take_scratch();
-        let result = self.run_in(&mut scratch, &resolved, config, dry);
+        let result = self.run_in(&mut scratch, &resolved, config, mode);
         self.give_back(scratch);
         result
     }
@@ -232,8 +296,8 @@ impl<'m> PreparedModule<'m> {
         scratch: &mut Scratch<'m>,
         resolved: &config::ResolvedConfig,
         config: &CompilationConfig,
-        dry: bool,
-    ) -> Result<RunOutput, CompileError> {
+        mode: EmitMode,
+    ) -> Result<RunOutput<'m>, CompileError> {
         let module = self.module;
         let Scratch {
             flat,
@@ -248,7 +312,7 @@ impl<'m> PreparedModule<'m> {
             fusion::plan(fc, resolved, fs, plan);
         }
         let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
-        let emitted = emit::emit(flat, plans, dry, es)?;
+        let emitted = emit::emit(flat, plans, mode, es)?;
         let mut kernels = emitted.kernels;
         apply_tiles(&mut kernels, config)?;
         let stats = CompileStats {
@@ -261,11 +325,17 @@ impl<'m> PreparedModule<'m> {
                 .filter(|k| k.fused_computation.is_some())
                 .count(),
         };
-        Ok((emitted.module, kernels, stats, notes))
+        Ok((emitted.module, kernels, emitted.bodies, stats, notes))
     }
 }
 
-type RunOutput = (Option<Module>, Vec<Kernel>, CompileStats, Vec<String>);
+type RunOutput<'m> = (
+    Option<Module>,
+    Vec<Kernel>,
+    KernelBodies<'m>,
+    CompileStats,
+    Vec<String>,
+);
 
 /// Every fusion override must name a real producer → consumer edge (after inlining).
 fn check_overrides(
