@@ -152,7 +152,7 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         return Ok(1);
     };
     let p = LoweredProgram::new(&c.module)?;
-    let e = match p.estimate(&t, &tile_overrides(&c)) {
+    let e = match p.estimate(&t, &tile_overrides(&c.kernels)) {
         Ok(e) => e,
         Err(err) => {
             eprintln!("{}: error: {err}", a.file.display());
@@ -210,7 +210,9 @@ pub fn explain_cmd(a: ExplainArgs) -> Result<i32> {
     let Some(c) = compiled(&a.file, &a.config)? else {
         return Ok(1);
     };
-    let tile = tile_overrides(&c).remove(&a.kernel).unwrap_or_default();
+    let tile = tile_overrides(&c.kernels)
+        .remove(&a.kernel)
+        .unwrap_or_default();
     match explain_kernel(&c.module, &t, &a.kernel, &tile) {
         Ok(s) => {
             out!("{s}")?;

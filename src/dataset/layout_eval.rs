@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::{LoweredProgram, TileOverrides};
+use crate::kernels::{compile_program, LoweredProgram, TileOverrides};
 use crate::passes::{
     compile, configurable_nodes, CompilationConfig, LayoutEntry, NodeRef, PreparedModule,
 };
@@ -444,18 +444,16 @@ fn desc_ns(desc: &KernelDesc, target: &TpuTarget) -> Option<f64> {
 }
 
 /// Runtime of the whole program compiled under `config`, ns: layout assignment and
-/// fusion ([`PreparedModule::compile`]), lowering every kernel, and the estimate of the
-/// program under each kernel's default tile — what `tpusim estimate` reports for the
-/// module compiled with `config`. `Sync`: call it from many threads on one prepared
-/// module. Errors are the failing stage's message.
+/// fusion, lowering every kernel ([`compile_program`]), and the estimate of the program
+/// under each kernel's default tile — what `tpusim estimate` reports for the module
+/// compiled with `config`. `Sync`: call it from many threads on one prepared module.
+/// Errors are the failing stage's message.
 pub fn recompiled_ns(
     prepared: &PreparedModule,
     config: &CompilationConfig,
     target: &TpuTarget,
 ) -> Result<f64, String> {
-    let compiled = prepared.compile(config).map_err(|e| e.to_string())?;
-    let program = LoweredProgram::new(&compiled.module).map_err(|e| e.to_string())?;
-    program
-        .total_ns(target, &TileOverrides::default())
+    compile_program(prepared, config)
+        .and_then(|c| c.program.total_ns(target, &TileOverrides::default()))
         .map_err(|e| e.to_string())
 }

@@ -16,6 +16,7 @@ use thiserror::Error;
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
 use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
+use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
     estimate, explain, Bottleneck, Estimate, KernelDesc, KernelKind, ModelError, TileConfig,
     TpuTarget,
@@ -29,9 +30,47 @@ pub type TileOverrides = HashMap<String, TileConfig>;
 /// backend_config nor recognisable from a constant induction pattern.
 pub const DEFAULT_TRIP_COUNT: u64 = 1;
 
+/// A configuration compiled and lowered ([`compile_program`]).
+#[derive(Debug, Clone)]
+pub struct CompiledProgram {
+    pub program: LoweredProgram,
+    /// The compiler's kernel list (with the configuration's tiles).
+    pub kernels: Vec<Kernel>,
+    pub stats: CompileStats,
+}
+
+/// Compiles `config` on `prepared` and lowers every kernel: from the kernel bodies
+/// ([`PreparedModule::compile_bodies`], no output module built) when the program is
+/// straight-line, else from the compiled module. Both give the same program
+/// (`tests/compile_bodies.rs`); the first is what makes recompiling thousands of
+/// configurations cheap.
+pub fn compile_program(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+) -> Result<CompiledProgram, ProgramError> {
+    if prepared.is_straight_line() {
+        let c = prepared.compile_bodies(config)?;
+        let program = LoweredProgram::from_bodies(prepared.module(), &c)?;
+        return Ok(CompiledProgram {
+            program,
+            kernels: c.kernels,
+            stats: c.stats,
+        });
+    }
+    let c = prepared.compile(config)?;
+    Ok(CompiledProgram {
+        program: LoweredProgram::new(&c.module)?,
+        kernels: c.kernels,
+        stats: c.stats,
+    })
+}
+
 /// Why a program cannot be estimated.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum ProgramError {
+    /// The configuration could not be compiled ([`compile_program`]).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
     /// An instruction could not be lowered.
     #[error(transparent)]
     Lower(#[from] LowerError),
@@ -880,8 +919,8 @@ pub fn explain_kernel(
 
 /// The tile entries of a compilation configuration, as the program model's overrides
 /// (kernel name → tile).
-pub fn tile_overrides(c: &crate::passes::CompiledModule) -> TileOverrides {
-    c.kernels
+pub fn tile_overrides(kernels: &[Kernel]) -> TileOverrides {
+    kernels
         .iter()
         .filter_map(|k| {
             k.tile.as_ref().map(|t| {

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::ir::{Module, Opcode};
-use crate::kernels::{tile_overrides, LoweredProgram};
+use crate::kernels::{compile_program, tile_overrides};
 use crate::passes::{
     configurable_nodes, CompilationConfig, LayoutEntry, NodeRef, PreparedModule,
     CONFIGURABLE_OPCODES,
@@ -382,13 +382,11 @@ pub fn layout_sweep(
         .into_par_iter()
         .map(|layout| {
             let cfg = with_layout(base, node, tensor, &layout);
-            let compiled = prepared
-                .compile(&cfg)
-                .map_err(|e| SweepError::Compile(e.to_string()))?;
-            let program = LoweredProgram::new(&compiled.module)
-                .map_err(|e| SweepError::Compile(e.to_string()))?;
-            let total_ns = program
-                .total_ns(target, &tile_overrides(&compiled))
+            let compiled =
+                compile_program(&prepared, &cfg).map_err(|e| SweepError::Compile(e.to_string()))?;
+            let total_ns = compiled
+                .program
+                .total_ns(target, &tile_overrides(&compiled.kernels))
                 .map_err(|e| SweepError::Compile(e.to_string()))?;
             progress(total);
             Ok(LayoutRow {
