@@ -303,12 +303,12 @@ impl<'m> Region<'m> {
                 }
             }
             Source::Body(b) => {
-                let i = id.index();
+                let (opcode, async_wrapped, shape, attrs) = b.get(id.index());
                 Ins {
-                    opcode: b.opcode(i),
-                    async_wrapped: b.async_wrapped(i),
-                    shape: b.shape(i),
-                    attrs: b.attrs(i),
+                    opcode,
+                    async_wrapped,
+                    shape,
+                    attrs,
                 }
             }
         }

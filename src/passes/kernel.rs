@@ -309,18 +309,24 @@ impl<'a> KernelBody<'a> {
         Some(self.instrs[i].parameter).filter(|&p| p != u32::MAX)
     }
 
-    pub fn opcode(&self, i: usize) -> Opcode {
-        match self.parameter(i) {
-            Some(_) => Opcode::Parameter,
-            None => self.node(i).opcode,
+    /// Opcode, wrapped opcode (async sugar), laid-out shape and attributes of
+    /// instruction `i`, read at once.
+    pub fn get(&self, i: usize) -> (Opcode, Option<Opcode>, &'a crate::ir::Shape, &'a Attrs) {
+        let b = &self.instrs[i];
+        let n = &self.nodes[b.node as usize];
+        match b.parameter {
+            u32::MAX => (n.opcode, n.async_wrapped, &n.shape, &n.attrs),
+            p => (
+                Opcode::Parameter,
+                None,
+                &n.shape,
+                &self.parameter_attrs[p as usize],
+            ),
         }
     }
 
-    pub fn async_wrapped(&self, i: usize) -> Option<Opcode> {
-        match self.parameter(i) {
-            Some(_) => None,
-            None => self.node(i).async_wrapped,
-        }
+    pub fn opcode(&self, i: usize) -> Opcode {
+        self.get(i).0
     }
 
     /// The laid-out shape of instruction `i`.
@@ -328,11 +334,8 @@ impl<'a> KernelBody<'a> {
         &self.node(i).shape
     }
 
-    pub fn attrs(&self, i: usize) -> &'a crate::ir::Attrs {
-        match self.parameter(i) {
-            Some(p) => &self.parameter_attrs[p as usize],
-            None => &self.node(i).attrs,
-        }
+    pub fn attrs(&self, i: usize) -> &'a Attrs {
+        self.get(i).3
     }
 
     /// The name instruction `i` has in the output module (empty for fusion parameters;
