@@ -204,6 +204,10 @@ struct Ins<'m> {
 struct Region<'m> {
     module: &'m Module,
     src: Source<'m>,
+    /// A body's instructions, read once (lowering reads each many times), and the
+    /// array each produces for tracing.
+    table: Vec<Ins<'m>>,
+    arrs: Vec<Option<&'m ArrayShape>>,
     root: InstrId,
     /// Single-instruction region (an unfused op).
     single: bool,
@@ -227,6 +231,8 @@ impl<'m> Region<'m> {
         }
         Region {
             module,
+            table: Vec::new(),
+            arrs: Vec::new(),
             src: Source::Comp(fc),
             root: fc.root,
             single: false,
@@ -253,6 +259,8 @@ impl<'m> Region<'m> {
         };
         Region {
             module,
+            table: Vec::new(),
+            arrs: Vec::new(),
             src: Source::Comp(c),
             root: id,
             single: true,
@@ -272,8 +280,22 @@ impl<'m> Region<'m> {
             leaf_input.insert(InstrId::new(i), i);
             leaves.push(InstrId::new(i));
         }
+        let table = (0..b.instrs.len())
+            .map(|i| {
+                let (opcode, async_wrapped, shape, attrs) = b.get(i);
+                Ins {
+                    opcode,
+                    async_wrapped,
+                    shape,
+                    attrs,
+                }
+            })
+            .collect::<Vec<Ins<'m>>>();
+        let arrs = table.iter().map(|i| elem_shape(i.shape)).collect();
         let mut r = Region {
             module,
+            table,
+            arrs,
             src: Source::Body(b),
             root,
             single: b.single,
@@ -302,15 +324,7 @@ impl<'m> Region<'m> {
                     attrs: &i.attrs,
                 }
             }
-            Source::Body(b) => {
-                let (opcode, async_wrapped, shape, attrs) = b.get(id.index());
-                Ins {
-                    opcode,
-                    async_wrapped,
-                    shape,
-                    attrs,
-                }
-            }
+            Source::Body(_) => self.table[id.index()],
         }
     }
 
@@ -347,7 +361,10 @@ impl<'m> Region<'m> {
                 return elem_shape(s);
             }
         }
-        elem_shape(self.ins(id).shape)
+        match self.src {
+            Source::Body(_) => self.arrs[id.index()],
+            Source::Comp(_) => elem_shape(self.ins(id).shape),
+        }
     }
 
     fn dims(&self, id: InstrId) -> SmallVec<[i64; 6]> {
