@@ -389,9 +389,9 @@ impl<'m> Region<'m> {
                     .copied()
                     .filter(|&id| !self.is_leaf(id))
                     .collect(),
-                Source::Body(b) => (0..b.instrs.len())
+                // the leaves come first
+                Source::Body(b) => (b.leaves as usize..b.instrs.len())
                     .map(InstrId::new)
-                    .filter(|&id| !self.is_leaf(id))
                     .collect(),
             }
         }

@@ -339,6 +339,14 @@ fn node_attrs(n: &FNode<'_>, src: Option<SharedAttrs>) -> SharedAttrs {
     }
 }
 
+/// The name of copy `k` of an instruction named `base` (see `Emitter::clone_number`).
+fn clone_name(base: &str, k: u64) -> Name {
+    match k {
+        0 => Name::from(base),
+        k => numbered(base, None, k),
+    }
+}
+
 /// `v = vec![x; n]`, keeping the allocation.
 fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
     v.clear();
@@ -507,10 +515,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         needed: bool,
     ) -> Option<Name> {
         let k = self.clone_number(x, named);
-        needed.then(|| match k {
-            0 => Name::from(nd.name()),
-            k => numbered(nd.name(), None, k),
-        })
+        needed.then(|| clone_name(nd.name(), k))
     }
 
     /// 0 the first time node `x` is emitted (it keeps its name), else the number of
@@ -698,10 +703,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             if g == NONE {
                 let is_kernel = !is_trivial(nd.opcode);
                 let clone_number = self.clone_number(x, named);
-                let name = (!dry || is_kernel).then(|| match clone_number {
-                    0 => Name::from(nd.name()),
-                    k => numbered(nd.name(), None, k),
-                });
+                let name = (!dry || is_kernel).then(|| clone_name(nd.name(), clone_number));
                 let id = next_id;
                 next_id += 1;
                 if nd.opcode == Opcode::Parameter {
@@ -852,10 +854,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                         bad(m, format!("fused operand of '{}' missing", nd2.name()))
                     })?;
                     if is_hero {
-                        hero_name = match number {
-                            0 => Name::from(nd2.name()),
-                            k => numbered(nd2.name(), None, k),
-                        };
+                        hero_name = clone_name(nd2.name(), number);
                     }
                     let node = body_nodes.index(&mut self.nodes, fi, x2, nd2, shapes);
                     self.arena.push(BodyInstr::of(node, number, ops));
