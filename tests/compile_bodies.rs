@@ -217,4 +217,24 @@ ENTRY e {
     let module = parse_module("w.hlo", text).unwrap();
     let prepared = PreparedModule::new(&module).unwrap();
     assert!(!prepared.is_straight_line());
+    // the bodies are listed, but they are not the whole program
+    let c = prepared
+        .compile_bodies(&CompilationConfig::default())
+        .unwrap();
+    assert!(!c.straight_line);
+    let full = prepared.compile(&CompilationConfig::default()).unwrap();
+    assert_eq!(c.kernels, full.kernels);
+    let err = LoweredProgram::from_bodies(&module, &c).unwrap_err();
+    assert!(err.to_string().contains("not straight-line"), "{err}");
+    // compile_program lowers the module instead: the loop is there, 4 trips
+    let p = tpusim::kernels::compile_program(&prepared, &CompilationConfig::default()).unwrap();
+    assert_eq!(p.program.loops.len(), 1);
+    assert_eq!(p.program.loops[0].1, 4);
+    let direct = LoweredProgram::new(&full.module).unwrap();
+    let none = TileOverrides::default();
+    let t = TpuTarget::v3();
+    assert_eq!(
+        p.program.estimate(&t, &none).unwrap(),
+        direct.estimate(&t, &none).unwrap()
+    );
 }

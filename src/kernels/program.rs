@@ -96,6 +96,10 @@ pub enum ProgramError {
         /// Name of the fusion instruction that calls its computation.
         fusion: String,
     },
+    /// [`LoweredProgram::from_bodies`] on a program with loops, conditionals, async
+    /// operations or input fusions.
+    #[error("module `{0}` is not straight-line code (loops, conditionals, async operations or fusions): lower its compiled module")]
+    NotStraightLine(String),
     /// Computations call each other recursively or nest too deeply.
     #[error("computation `{0}` is called recursively or nested deeper than 64 levels")]
     Recursion(String),
@@ -502,11 +506,15 @@ impl LoweredProgram {
     /// as `LoweredProgram::new(&prepared.compile(config)?.module)`, without the module.
     /// For a program that is not straight-line
     /// ([`crate::passes::PreparedModule::is_straight_line`]) the kernel list alone
-    /// misses loop trip counts and branches: lower the compiled module instead.
+    /// misses loop trip counts and branches: that is an error
+    /// ([`ProgramError::NotStraightLine`]); lower the compiled module instead.
     pub fn from_bodies(
         module: &Module,
         compiled: &crate::passes::CompiledBodies<'_>,
     ) -> Result<Self, ProgramError> {
+        if !compiled.straight_line {
+            return Err(ProgramError::NotStraightLine(module.name.clone()));
+        }
         let mut kernels = Vec::with_capacity(compiled.bodies.len());
         let mut nodes = Vec::with_capacity(compiled.bodies.len());
         for (k, body) in compiled.kernels.iter().zip(compiled.bodies.iter()) {

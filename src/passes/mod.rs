@@ -120,6 +120,8 @@ pub struct CompiledBodies<'m> {
     pub kernels: Vec<Kernel>,
     /// The instructions of each kernel, in the order of `kernels`.
     pub bodies: KernelBodies<'m>,
+    /// [`PreparedModule::is_straight_line`]: the kernels in order are the whole program.
+    pub straight_line: bool,
     pub stats: CompileStats,
     pub notes: Vec<String>,
 }
@@ -249,6 +251,7 @@ impl<'m> PreparedModule<'m> {
         Ok(CompiledBodies {
             kernels,
             bodies,
+            straight_line: self.is_straight_line(),
             stats,
             notes,
         })
