@@ -124,6 +124,69 @@ fn bodies_lower_like_the_compiled_module_on_the_corpus() {
 }
 
 #[test]
+fn compile_program_equals_the_module_path_on_every_corpus_file() {
+    // straight-line or not (loops, conditionals, async operations, input fusions: the
+    // skeleton path)
+    let Some(files) = common::corpus_files() else {
+        eprintln!("skipping: ../shared not found");
+        return;
+    };
+    let (mut programs, mut skeletons, mut loops) = (0, 0, 0);
+    let none = TileOverrides::default();
+    let target = TpuTarget::v5e();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let Ok(module) = parse_module(&name, &text) else {
+            continue;
+        };
+        let Ok(prepared) = PreparedModule::new(&module) else {
+            continue;
+        };
+        for seed in [None, Some(3)] {
+            let config = match seed {
+                None => CompilationConfig::default(),
+                Some(s) => CompilationConfig::random_layouts(&module, s),
+            };
+            let Ok(full) = prepared.compile(&config) else {
+                continue;
+            };
+            let what = format!("{name} seed {seed:?}");
+            let a = LoweredProgram::new(&full.module);
+            let b = tpusim::kernels::compile_program(&prepared, &config);
+            let (a, b) = match (a, b) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(x), Err(y)) => {
+                    assert_eq!(x.to_string(), y.to_string(), "{what}");
+                    continue;
+                }
+                (x, y) => panic!("{what}: {:?} / {:?}", x.err(), y.err()),
+            };
+            assert_eq!(b.kernels, full.kernels, "{what}");
+            assert_eq!(b.stats, full.stats, "{what}");
+            let b = b.program;
+            assert_eq!(a.kernels.len(), b.kernels.len(), "{what}");
+            for (x, y) in a.kernels.iter().zip(&b.kernels) {
+                assert_eq!(x.lowered, y.lowered, "{what}: {}", x.lowered.desc.name);
+                assert_eq!(x.computation, y.computation, "{what}");
+            }
+            assert_eq!(a.loops, b.loops, "{what}");
+            assert_eq!(
+                a.estimate(&target, &none),
+                b.estimate(&target, &none),
+                "{what}"
+            );
+            programs += 1;
+            skeletons += usize::from(!prepared.is_straight_line());
+            loops += a.loops.len();
+        }
+    }
+    eprintln!("{programs} programs compared, {skeletons} through the skeleton, {loops} loops");
+    assert!(skeletons >= 40, "{skeletons}");
+    assert!(loops >= 4, "{loops}");
+}
+
+#[test]
 fn bodies_of_a_small_module_by_hand() {
     // dot(transpose-free weights) + bias + relu, and a reduction: one kOutput fusion
     // (dot with its epilogue), one kInput fusion (reduce) and the parameters.

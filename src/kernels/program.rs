@@ -39,11 +39,14 @@ pub struct CompiledProgram {
     pub stats: CompileStats,
 }
 
-/// Compiles `config` on `prepared` and lowers every kernel: from the kernel bodies
-/// ([`PreparedModule::compile_bodies`], no output module built) when the program is
-/// straight-line, else from the compiled module. Both give the same program
-/// (`tests/compile_bodies.rs`); the first is what makes recompiling thousands of
-/// configurations cheap.
+/// Compiles `config` on `prepared` and lowers every kernel from the kernel bodies
+/// ([`PreparedModule::compile_bodies`]) instead of the fused computations of the output
+/// module. A straight-line program is then the kernel list in order; for any other
+/// program the compiler also builds the output module without the contents of its
+/// fusions (a skeleton), whose loops, conditionals and called computations are walked
+/// as [`LoweredProgram::new`] walks the full module. Either way the program equals
+/// `LoweredProgram::new(&prepared.compile(config)?.module)` (`tests/compile_bodies.rs`),
+/// without building what makes the output module expensive.
 pub fn compile_program(
     prepared: &PreparedModule,
     config: &CompilationConfig,
@@ -57,9 +60,30 @@ pub fn compile_program(
             stats: c.stats,
         });
     }
-    let c = prepared.compile(config)?;
+    let (skeleton, c) = prepared.compile_skeleton(config)?;
+    let at = c
+        .kernels
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.fused_computation.is_some())
+        .map(|(i, k)| ((k.computation, k.instruction), i))
+        .collect();
+    let mut w = Walker {
+        module: &skeleton,
+        bodies: Some(BodyHook {
+            input: prepared.module(),
+            bodies: &c.bodies,
+            at,
+        }),
+        kernels: Vec::new(),
+        cache: HashMap::new(),
+        active: Vec::new(),
+        loops: Vec::new(),
+    };
+    let nodes = w.walk(skeleton.entry)?;
+    let program = LoweredProgram::assemble(w.kernels, nodes, w.loops);
     Ok(CompiledProgram {
-        program: LoweredProgram::new(&c.module)?,
+        program,
         kernels: c.kernels,
         stats: c.stats,
     })
@@ -218,10 +242,21 @@ struct Eval {
 
 struct Walker<'m> {
     module: &'m Module,
+    /// Lowering a skeleton module: the bodies of its fusions.
+    bodies: Option<BodyHook<'m>>,
     kernels: Vec<ProgramKernel>,
     cache: HashMap<CompId, Vec<Node>>,
     active: Vec<CompId>,
     loops: Vec<(String, u64, TripSource)>,
+}
+
+/// The kernel bodies of a skeleton module's fusions (`PreparedModule::compile_skeleton`).
+struct BodyHook<'m> {
+    /// The input module (the bodies' called computations).
+    input: &'m Module,
+    bodies: &'m crate::passes::KernelBodies<'m>,
+    /// (computation, instruction) of each fusion the compiler made → its body.
+    at: HashMap<(CompId, u32), usize>,
 }
 
 impl Walker<'_> {
@@ -285,7 +320,15 @@ impl Walker<'_> {
                     }
                 }
                 _ => {
-                    if let Some(k) = lower_kernel_full(module, comp, id)? {
+                    let body = self.bodies.as_ref().and_then(|h| {
+                        let i = *h.at.get(&(comp, id.index() as u32))?;
+                        Some((h.input, h.bodies.get(i)?))
+                    });
+                    let lowered = match body {
+                        Some((input, b)) => lower_body(input, b, &ins.name)?,
+                        None => lower_kernel_full(module, comp, id)?,
+                    };
+                    if let Some(k) = lowered {
                         nodes.push(Node::Kernel(self.kernels.len()));
                         self.kernels.push(ProgramKernel {
                             lowered: k,
@@ -492,6 +535,7 @@ impl LoweredProgram {
     pub fn new(module: &Module) -> Result<Self, ProgramError> {
         let mut w = Walker {
             module,
+            bodies: None,
             kernels: Vec::new(),
             cache: HashMap::new(),
             active: Vec::new(),

@@ -31,14 +31,18 @@ pub(crate) enum EmitMode {
     Dry,
     /// The instructions of each kernel ([`KernelBodies`]), no module.
     Bodies,
+    /// The kernel bodies, and the output module without the contents of the fusions
+    /// the compiler makes (their computations are empty placeholders: not valid HLO, only
+    /// for walking the program's structure).
+    Skeleton,
 }
 
 /// Output of the emitter.
 pub(crate) struct Emitted<'a> {
-    /// Only in [`EmitMode::Module`].
+    /// In [`EmitMode::Module`] (and the skeleton of [`EmitMode::Skeleton`]).
     pub module: Option<Module>,
     pub kernels: Vec<Kernel>,
-    /// In [`EmitMode::Bodies`], one per kernel (else empty).
+    /// In [`EmitMode::Bodies`] and [`EmitMode::Skeleton`], one per kernel (else empty).
     pub bodies: KernelBodies<'a>,
     /// Instructions of the (would-be) output module.
     pub instructions: usize,
@@ -448,7 +452,7 @@ struct Emitter<'e, 'a> {
     m: &'a Module,
     names: &'e mut Namer<'a>,
     dry: bool,
-    /// List kernel bodies (dry mode only).
+    /// List kernel bodies (`EmitMode::Bodies` and `EmitMode::Skeleton`).
     bodies: bool,
     /// Their instructions, kernel after kernel in emission order.
     arena: Vec<BodyInstr>,
@@ -796,6 +800,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let fname = self.fresh("fused_computation", !dry);
             let mut f = if dry {
                 None
+            } else if self.bodies {
+                Some(Computation::new(fname))
             } else {
                 let mut f = Computation::new(fname);
                 let size = gp.members.len() + ins_g.len();
@@ -823,13 +829,13 @@ impl<'e, 'a> Emitter<'e, 'a> {
                         operands: SmallVec::new(),
                     });
                 }
-                let pname = if dry {
+                let pname = if dry || self.bodies {
                     self.names.skip();
                     Name::default()
                 } else {
                     self.names.fresh_indexed("param_", i as u64)
                 };
-                if let Some(f) = f.as_mut() {
+                if let Some(f) = f.as_mut().filter(|_| !self.bodies) {
                     let mut p = Instruction::new(pname, Opcode::Parameter, shapes.get(fi, inp, on));
                     p.attrs = param_attrs[i].clone();
                     let id = f.add(p, &[]);
@@ -888,11 +894,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
             for &x2 in gp.members.iter().chain(ins_g) {
                 local[x2 as usize] = NONE;
             }
-            if let Some(f) = f.as_mut() {
+            if let Some(f) = f.as_mut().filter(|_| !self.bodies) {
                 f.root = NodeIndex::new(root_local as usize);
             }
             let fcid = self.insert(f)?;
-            if dry {
+            if dry || self.bodies {
                 self.instructions += fid as usize;
             }
             let fu_name = self.names.fresh("fusion");
@@ -990,15 +996,16 @@ pub(crate) fn emit<'a>(
     let m = flat.module;
     scratch.all.clear();
     let nflat = flat.comps.len();
-    let dry = mode != EmitMode::Module;
-    if mode == EmitMode::Bodies {
+    let dry = matches!(mode, EmitMode::Dry | EmitMode::Bodies);
+    let bodies = matches!(mode, EmitMode::Bodies | EmitMode::Skeleton);
+    if bodies {
         scratch.body_nodes.reset(flat);
     }
     let mut e = Emitter {
         m,
         names: &mut flat.names,
         dry,
-        bodies: mode == EmitMode::Bodies,
+        bodies,
         arena: Vec::new(),
         nodes: Vec::new(),
         new_id: vec![None; m.computations.len()],
@@ -1094,11 +1101,7 @@ pub(crate) fn emit<'a>(
         instrs: arena,
         nodes,
         parameter_attrs: scratch.param_attrs.clone(),
-        spans: Vec::with_capacity(if mode == EmitMode::Bodies {
-            out.len()
-        } else {
-            0
-        }),
+        spans: Vec::with_capacity(if bodies { out.len() } else { 0 }),
     };
     let kernels = out
         .into_iter()

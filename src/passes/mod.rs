@@ -257,6 +257,31 @@ impl<'m> PreparedModule<'m> {
         })
     }
 
+    /// [`compile_bodies`](Self::compile_bodies) plus the output module without the
+    /// contents of the fusions the compiler makes: their computations are empty
+    /// placeholders, so the module is not valid HLO and never leaves the crate. It has
+    /// the program's structure (loops, conditionals, called computations, input
+    /// fusions), which `kernels::compile_program` walks for a program that is not
+    /// straight-line.
+    pub(crate) fn compile_skeleton(
+        &self,
+        config: &CompilationConfig,
+    ) -> Result<(Module, CompiledBodies<'m>), CompileError> {
+        let (module, kernels, bodies, stats, notes) = self.run(config, EmitMode::Skeleton)?;
+        let module = module.ok_or_else(|| CompileError::Verify {
+            module: self.module.name.clone(),
+            message: "internal: no module emitted".into(),
+        })?;
+        let c = CompiledBodies {
+            kernels,
+            bodies,
+            straight_line: self.is_straight_line(),
+            stats,
+            notes,
+        };
+        Ok((module, c))
+    }
+
     fn run(
         &self,
         config: &CompilationConfig,
