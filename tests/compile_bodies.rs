@@ -289,7 +289,7 @@ ENTRY e {
     assert_eq!(c.kernels, full.kernels);
     let err = LoweredProgram::from_bodies(&module, &c).unwrap_err();
     assert!(err.to_string().contains("not straight-line"), "{err}");
-    // compile_program lowers the module instead: the loop is there, 4 trips
+    // compile_program walks the skeleton module instead: the loop is there, 4 trips
     let p = tpusim::kernels::compile_program(&prepared, &CompilationConfig::default()).unwrap();
     assert_eq!(p.program.loops.len(), 1);
     assert_eq!(p.program.loops[0].1, 4);
