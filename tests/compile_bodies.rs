@@ -12,6 +12,50 @@ use tpusim::kernels::{LoweredProgram, TileOverrides};
 use tpusim::passes::{CompilationConfig, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
+/// Every corpus file that parses: (file name, module).
+fn corpus_modules() -> Option<Vec<(String, Module)>> {
+    let files = common::corpus_files()?;
+    Some(
+        files
+            .iter()
+            .filter_map(|path| {
+                let text = std::fs::read_to_string(path).unwrap();
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                let module = parse_module(&name, &text).ok()?;
+                Some((name, module))
+            })
+            .collect(),
+    )
+}
+
+/// `b` is program `a`: the same kernels lowered the same, in the same computations,
+/// the same loops and classes, the same estimates on v3 and v5e.
+fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
+    assert_eq!(
+        a.kernels.len(),
+        b.kernels.len(),
+        "{what}: kernel counts differ"
+    );
+    for (x, y) in a.kernels.iter().zip(&b.kernels) {
+        assert_eq!(
+            x.lowered, y.lowered,
+            "{what}: kernel {}",
+            x.lowered.desc.name
+        );
+        assert_eq!(x.computation, y.computation, "{what}");
+    }
+    assert_eq!(a.loops, b.loops, "{what}");
+    assert_eq!(a.distinct_kernels(), b.distinct_kernels(), "{what}");
+    let none = TileOverrides::default();
+    for target in [TpuTarget::v3(), TpuTarget::v5e()] {
+        assert_eq!(
+            a.estimate(&target, &none),
+            b.estimate(&target, &none),
+            "{what}: estimates differ"
+        );
+    }
+}
+
 /// Compiles `config` both ways and asserts the programs agree; returns the number of
 /// lowered kernels.
 fn assert_same(
@@ -42,60 +86,38 @@ fn assert_same(
     }
     let a = LoweredProgram::new(&full.module).unwrap();
     let b = LoweredProgram::from_bodies(module, &bodies).unwrap();
-    assert_eq!(
-        a.kernels.len(),
-        b.kernels.len(),
-        "{what}: kernel counts differ"
-    );
-    for (x, y) in a.kernels.iter().zip(&b.kernels) {
-        assert_eq!(
-            x.lowered, y.lowered,
-            "{what}: kernel {}",
-            x.lowered.desc.name
-        );
-        assert_eq!(x.computation, y.computation, "{what}");
-    }
-    assert_eq!(a.distinct_kernels(), b.distinct_kernels(), "{what}");
+    assert_same_program(what, &a, &b);
+    let none = TileOverrides::default();
     for target in [TpuTarget::v3(), TpuTarget::v5e()] {
-        let none = TileOverrides::default();
-        assert_eq!(
-            a.estimate(&target, &none).unwrap(),
-            b.estimate(&target, &none).unwrap(),
-            "{what}: estimates differ"
-        );
+        assert!(a.estimate(&target, &none).is_ok(), "{what}");
     }
     a.kernels.len()
 }
 
 #[test]
 fn bodies_lower_like_the_compiled_module_on_the_corpus() {
-    let Some(files) = common::corpus_files() else {
+    let Some(modules) = corpus_modules() else {
         eprintln!("skipping: ../shared not found");
         return;
     };
     let mut straight = Vec::new();
     let mut kernels = 0;
-    for path in &files {
-        let text = std::fs::read_to_string(path).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let Ok(module) = parse_module(&name, &text) else {
-            continue;
-        };
-        let Ok(prepared) = PreparedModule::new(&module) else {
+    for (name, module) in &modules {
+        let Ok(prepared) = PreparedModule::new(module) else {
             continue;
         };
         if !prepared.is_straight_line() {
             continue;
         }
         let mut configs = vec![CompilationConfig::default()];
-        configs.extend((0..3).map(|s| CompilationConfig::random_layouts(&module, s)));
+        configs.extend((0..3).map(|s| CompilationConfig::random_layouts(module, s)));
         for (i, c) in configs.iter().enumerate() {
             if prepared.compile(c).is_err() {
                 continue;
             }
-            kernels += assert_same(&format!("{name} config {i}"), &module, &prepared, c);
+            kernels += assert_same(&format!("{name} config {i}"), module, &prepared, c);
         }
-        straight.push(name);
+        straight.push(name.as_str());
     }
     for must in [
         "resnet50_train_b8.hlo",
@@ -104,21 +126,15 @@ fn bodies_lower_like_the_compiled_module_on_the_corpus() {
         "effnet_b0_train_b4.hlo",
         "mlp_train.hlo",
     ] {
-        assert!(
-            straight.iter().any(|s| s == must),
-            "{must} is straight-line"
-        );
+        assert!(straight.contains(&must), "{must} is straight-line");
     }
     for not in ["lstm_train.hlo", "resnet50_train_b8.optimized.hlo"] {
-        assert!(
-            !straight.iter().any(|s| s == not),
-            "{not} is not straight-line"
-        );
+        assert!(!straight.contains(&not), "{not} is not straight-line");
     }
     eprintln!(
         "{} straight-line programs of {}, {kernels} kernels compared",
         straight.len(),
-        files.len()
+        modules.len()
     );
     assert!(kernels > 10_000, "{kernels}");
 }
@@ -127,26 +143,19 @@ fn bodies_lower_like_the_compiled_module_on_the_corpus() {
 fn compile_program_equals_the_module_path_on_every_corpus_file() {
     // straight-line or not (loops, conditionals, async operations, input fusions: the
     // skeleton path)
-    let Some(files) = common::corpus_files() else {
+    let Some(modules) = corpus_modules() else {
         eprintln!("skipping: ../shared not found");
         return;
     };
     let (mut programs, mut skeletons, mut loops) = (0, 0, 0);
-    let none = TileOverrides::default();
-    let target = TpuTarget::v5e();
-    for path in &files {
-        let text = std::fs::read_to_string(path).unwrap();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let Ok(module) = parse_module(&name, &text) else {
-            continue;
-        };
-        let Ok(prepared) = PreparedModule::new(&module) else {
+    for (name, module) in &modules {
+        let Ok(prepared) = PreparedModule::new(module) else {
             continue;
         };
         for seed in [None, Some(3)] {
             let config = match seed {
                 None => CompilationConfig::default(),
-                Some(s) => CompilationConfig::random_layouts(&module, s),
+                Some(s) => CompilationConfig::random_layouts(module, s),
             };
             let Ok(full) = prepared.compile(&config) else {
                 continue;
@@ -164,18 +173,7 @@ fn compile_program_equals_the_module_path_on_every_corpus_file() {
             };
             assert_eq!(b.kernels, full.kernels, "{what}");
             assert_eq!(b.stats, full.stats, "{what}");
-            let b = b.program;
-            assert_eq!(a.kernels.len(), b.kernels.len(), "{what}");
-            for (x, y) in a.kernels.iter().zip(&b.kernels) {
-                assert_eq!(x.lowered, y.lowered, "{what}: {}", x.lowered.desc.name);
-                assert_eq!(x.computation, y.computation, "{what}");
-            }
-            assert_eq!(a.loops, b.loops, "{what}");
-            assert_eq!(
-                a.estimate(&target, &none),
-                b.estimate(&target, &none),
-                "{what}"
-            );
+            assert_same_program(&what, &a, &b.program);
             programs += 1;
             skeletons += usize::from(!prepared.is_straight_line());
             loops += a.loops.len();
@@ -294,10 +292,7 @@ ENTRY e {
     assert_eq!(p.program.loops.len(), 1);
     assert_eq!(p.program.loops[0].1, 4);
     let direct = LoweredProgram::new(&full.module).unwrap();
+    assert_same_program("while loop", &direct, &p.program);
     let none = TileOverrides::default();
-    let t = TpuTarget::v3();
-    assert_eq!(
-        p.program.estimate(&t, &none).unwrap(),
-        direct.estimate(&t, &none).unwrap()
-    );
+    assert!(direct.estimate(&TpuTarget::v3(), &none).is_ok());
 }

@@ -68,20 +68,12 @@ pub fn compile_program(
         .filter(|(_, k)| k.fused_computation.is_some())
         .map(|(i, k)| ((k.computation, k.instruction), i))
         .collect();
-    let mut w = Walker {
-        module: &skeleton,
-        bodies: Some(BodyHook {
-            input: prepared.module(),
-            bodies: &c.bodies,
-            at,
-        }),
-        kernels: Vec::new(),
-        cache: HashMap::new(),
-        active: Vec::new(),
-        loops: Vec::new(),
+    let hook = BodyHook {
+        input: prepared.module(),
+        bodies: &c.bodies,
+        at,
     };
-    let nodes = w.walk(skeleton.entry)?;
-    let program = LoweredProgram::assemble(w.kernels, nodes, w.loops);
+    let program = LoweredProgram::walked(&skeleton, Some(hook))?;
     Ok(CompiledProgram {
         program,
         kernels: c.kernels,
@@ -533,9 +525,15 @@ impl LoweredProgram {
     /// Lowers every kernel reachable from the entry computation (through
     /// `while`, `conditional`, `call` and async wrappers) once.
     pub fn new(module: &Module) -> Result<Self, ProgramError> {
+        Self::walked(module, None)
+    }
+
+    /// Walks `module` from its entry; with `bodies`, its compiler-made fusions are
+    /// lowered from their bodies (a skeleton module).
+    fn walked<'m>(module: &'m Module, bodies: Option<BodyHook<'m>>) -> Result<Self, ProgramError> {
         let mut w = Walker {
             module,
-            bodies: None,
+            bodies,
             kernels: Vec::new(),
             cache: HashMap::new(),
             active: Vec::new(),
