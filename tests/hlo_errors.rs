@@ -122,3 +122,19 @@ fn empty_and_garbage_input() {
     assert!(err("\u{0}\u{1}\u{2}").starts_with("t.hlo:1:1: error"));
     assert!(err("HloModule m").contains("expected"));
 }
+
+#[test]
+fn parameter_without_number() {
+    // Found by tests/hlo_fuzz.rs (round 1181 without ../shared): `parameter()` was taken
+    // as parameter 0, printed as a second `parameter(0)`, and the print did not re-parse.
+    for body in ["parameter()", "parameter(p)"] {
+        let src = format!(
+            "HloModule m\nENTRY e {{\n  p = f32[] parameter(0)\n  b = f32[] {body}\n  ROOT a = f32[] add(p, b)\n}}\n"
+        );
+        let e = err(&src);
+        assert!(
+            e.starts_with("t.hlo:4:13: error: parameter needs its number, as in parameter(0)"),
+            "{e}"
+        );
+    }
+}

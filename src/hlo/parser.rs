@@ -1037,6 +1037,14 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // `parameter()` reaches here through the generic operand list: XLA's parser
+        // requires the number, and without it the printer could not write the module back.
+        if opcode == Opcode::Parameter && attrs.parameter_number.is_none() {
+            return Err(self.err_at(
+                op_at,
+                "parameter needs its number, as in parameter(0)".to_string(),
+            ));
+        }
         if wrapped.is_none() {
             if let Some(n) = opcode.arity() {
                 if operands.len() != n {
