@@ -281,6 +281,17 @@ impl LayoutEvaluator {
         c
     }
 
+    /// Put the configurable nodes in the order of `key` (stable), e.g. their node index
+    /// in the encoded graph: a TpuGraphs layout file lists its configurable nodes in
+    /// ascending node order (`node_config_ids`), and its configuration rows follow them.
+    /// Configurations are given in `self.nodes` order, so this is done before any is
+    /// evaluated; the caches, keyed by node position, are emptied.
+    pub fn order_nodes_by<K: Ord>(&mut self, key: impl FnMut(&ConfigNode) -> K) {
+        self.nodes.sort_by_cached_key(key);
+        self.kernel_cache.clear();
+        self.copy_cache.clear();
+    }
+
     /// A copy with empty caches (one per thread).
     pub fn clone_empty(&self) -> Self {
         LayoutEvaluator {

@@ -983,6 +983,28 @@ impl NpzWriter {
     /// Writes the ZIP directory, syncs the file and renames it to the final
     /// path. On error the temporary file is removed.
     pub fn finish(mut self) -> Result<PathBuf> {
+        self.seal()?;
+        self.rename_into_place()
+    }
+
+    /// Like [`NpzWriter::finish`], but the complete temporary file must first pass the
+    /// TpuGraphs schema check of [`summarize_npz`] (the one `tpusim inspect` reports): a
+    /// file that breaks it is deleted, never renamed into place, and the error lists
+    /// every violation.
+    pub fn finish_valid(mut self) -> Result<PathBuf> {
+        self.seal()?;
+        let summary = summarize_npz(&self.tmp_path)?;
+        if !summary.violations.is_empty() {
+            return Err(self.usage(format!(
+                "the written file breaks the TpuGraphs schema, so it was not kept: {}",
+                summary.violations.join("; ")
+            )));
+        }
+        self.rename_into_place()
+    }
+
+    /// Writes the central directory and syncs the temporary file.
+    fn seal(&mut self) -> Result<()> {
         self.check_ready()?;
         let Some(zip) = self.zip.take() else {
             return Err(self.usage("writer already finished"));
@@ -993,7 +1015,10 @@ impl NpzWriter {
             .map_err(|e| self.io_err("flush archive", e.into_error()))?;
         file.sync_all()
             .map_err(|e| self.io_err("sync archive", e))?;
-        drop(file);
+        Ok(())
+    }
+
+    fn rename_into_place(mut self) -> Result<PathBuf> {
         fs::rename(&self.tmp_path, &self.final_path).map_err(|source| NpzError::Io {
             path: self.final_path.clone(),
             op: "rename temporary file into place",

@@ -1,6 +1,7 @@
 //! Writing TpuGraphs `.npz` files with the shipped dtypes (spec §1.3–1.4): float32
 //! features, uint8 opcodes, int64 edges / ids / splits / runtimes. Files are written to
-//! a temporary name and renamed, so a reader never sees half a file.
+//! a temporary name, checked against the schema that `tpusim inspect` reports (spec §7)
+//! and only then renamed, so a reader never sees half a file or a file that breaks it.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +42,7 @@ pub fn write_tile_npz(
         &[c],
         config_runtime_normalizers,
     )?;
-    w.finish()
+    w.finish_valid()
 }
 
 /// A layout-collection file. `node_config_feat` is produced row by row (one config of
@@ -74,5 +75,5 @@ pub fn write_layout_npz(
     }
     w.add_slice("node_splits", &[1, g.node_splits.len()], &g.node_splits)?;
     w.add_slice("config_runtime", &[c], config_runtime)?;
-    w.finish()
+    w.finish_valid()
 }
