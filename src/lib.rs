@@ -14,6 +14,7 @@ pub mod hlo;
 pub mod ir;
 pub mod kernels;
 pub mod passes;
+pub mod progress;
 pub mod proto;
 pub mod sweep;
 pub mod tpu;

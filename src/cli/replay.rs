@@ -9,7 +9,6 @@
 //! physical dim, major to minor (see docs/cost-model.md for the dimension order).
 
 use anyhow::Result;
-use indicatif::ProgressBar;
 use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -18,6 +17,7 @@ use crate::dataset::generate::progress_bar;
 use crate::dataset::layout_eval::recompiled_ns;
 use crate::kernels::{LoweredProgram, TileOverrides};
 use crate::passes::{CompilationConfig, LayoutEntry, NodeRef, PreparedModule};
+use crate::progress::Progress;
 use crate::proto::{read_tuning_file, write_file_atomic, ModuleTuning, RunConfig, Tuning};
 use crate::tpu::{TileConfig, TpuTarget};
 
@@ -28,7 +28,7 @@ use crate::tpu::{TileConfig, TpuTarget};
 pub fn predict_runs(
     mt: &ModuleTuning,
     target: &TpuTarget,
-    progress: &ProgressBar,
+    progress: &Progress,
 ) -> Result<Vec<Result<f64, String>>> {
     let Some(module) = mt.module_ir()? else {
         anyhow::bail!("the tuning data holds no module");
@@ -92,7 +92,7 @@ pub fn predict_runs(
 }
 
 /// Write the CSV for a tuning file; returns the number of rows and of failed runs.
-/// `progress`: show a progress bar on stderr.
+/// `progress`: show progress on stderr ([`crate::progress`]).
 pub fn replay(
     file: &Path,
     target: &TpuTarget,

@@ -4,7 +4,6 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Serialize;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use super::compile::target;
@@ -40,7 +39,7 @@ pub struct ScoreArgs {
     /// With --analytical: where to write its ranking as a Kaggle-style submission.
     #[arg(long)]
     pub analytical_out: Option<PathBuf>,
-    /// No progress bar (there is none when stderr is not a terminal).
+    /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
     #[arg(long)]
@@ -170,7 +169,7 @@ pub fn score(a: ScoreArgs) -> Result<i32> {
         if ids.is_empty() {
             anyhow::bail!("{}: no npz files in split '{}'", a.data.display(), a.split);
         }
-        let progress = !a.quiet && std::io::stderr().is_terminal();
+        let progress = !a.quiet;
         let r = analytical_rankings(&a.data, pb_root, &a.split, &ids, &t, progress)?;
         if let Some(out) = &a.analytical_out {
             let mut csv = String::from("ID,TopConfigs\n");
