@@ -123,22 +123,59 @@ fn tile_and_layout_files_are_deterministic_and_resumable() {
             x.display()
         );
     }
-    // Re-running skips complete files.
+    // Re-running with the same options skips the complete files (the thread count does
+    // not change the bytes, so it is not part of what a manifest records).
     let d = a.path().to_str().unwrap();
-    let out = run(&[
-        "generate",
-        "tile",
-        &mlp,
-        &r18,
-        "--out",
-        d,
-        "--configs",
-        "30",
-        "--seed",
-        "7",
-        "--quiet",
-    ]);
-    assert!(out.contains(" 0 files written"), "{out}");
+    let tile_args = |configs: &'static str, noise: &'static str| {
+        vec![
+            "generate",
+            "tile",
+            &mlp,
+            &r18,
+            "--out",
+            d,
+            "--configs",
+            configs,
+            "--seed",
+            "7",
+            "--quiet",
+            "--noise",
+            noise,
+        ]
+    };
+    let out = run(&tile_args("30", "0.02"));
+    assert!(
+        out.starts_with("2 modules, 0 files written, 43 skipped (already complete)"),
+        "{out}"
+    );
+    // A changed option makes each module again, says why, and leaves no stale file.
+    let before = npz_files(a.path());
+    let out = run(&tile_args("20", "0.02"));
+    assert!(
+        out.starts_with("2 modules, 43 files written, 0 skipped"),
+        "{out}"
+    );
+    assert!(
+        out.contains("note: mlp_train: made again, the existing files were made otherwise (configs: 30 → 20)"),
+        "{out}"
+    );
+    assert_eq!(npz_files(a.path()), before);
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(a.path().join("manifest/tile/mlp_train.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["recipe"]["configs"], 20);
+    assert_eq!(manifest["recipe"]["noise"], 0.02);
+    let listed = manifest["files"].as_array().unwrap();
+    assert!(listed.iter().all(|f| f["kernel"]
+        .as_str()
+        .is_some_and(|k| k.starts_with("fusion"))));
+    // A file removed by hand is made again.
+    let victim = a.path().join(listed[0]["file"].as_str().unwrap());
+    std::fs::remove_file(&victim).unwrap();
+    let out = run(&tile_args("20", "0.02"));
+    assert!(out.contains("is missing"), "{out}");
+    assert!(victim.is_file());
     // Layout files: the default configuration is row 0 and is not always the fastest;
     // runtimes spread.
     let json = run(&[
@@ -204,12 +241,10 @@ fn sharding_splits_modules() {
 
 #[test]
 fn schema_check_passes_on_the_jax_corpus() {
-    let Some(shared) = common::shared_dir() else {
-        eprintln!("skipping: ../shared is absent");
+    let Some(shared) = common::shared("schema_check_passes_on_the_jax_corpus") else {
         return;
     };
-    if !common::python_has("import numpy") {
-        eprintln!("skipping: python3 with numpy is not available");
+    if !common::has(common::Need::Numpy, "schema_check_passes_on_the_jax_corpus") {
         return;
     }
     let out = tempfile::tempdir().unwrap();
@@ -535,13 +570,14 @@ fn recompiled_layout_labels_are_what_estimate_predicts() {
         let report: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(report["labels"], labels);
     }
-    // The tile collection has no layout labels to choose.
+    // The tile collection has no layout labels to choose: `generate tile` has no such
+    // option.
     let out = tpusim()
         .args(["generate", "tile", &r18, "--labels", "recompile", "--quiet"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--labels is for the layout collection"));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '--labels'"));
 }
 
 /// A reader that stops early (`tpusim compile … | head`) ends the command quietly:
@@ -729,4 +765,61 @@ fn score_puts_the_analytical_model_beside_submissions() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("resnet18_infer_b8.pb"));
+}
+
+/// Optimized HLO lists fused computations after their callers in the text, so module
+/// order is not the graph's (XLA post order): configurable nodes used to come out in
+/// module order, and `node_config_ids` was not ascending.
+#[test]
+fn layout_files_of_optimized_hlo_pass_the_schema_check() {
+    let out = tempfile::tempdir().unwrap();
+    run(&[
+        "generate",
+        "layout",
+        &sample("resnet50_train_b8.optimized.hlo"),
+        "--out",
+        out.path().to_str().unwrap(),
+        "--configs",
+        "3",
+        "--quiet",
+    ]);
+    let files = npz_files(out.path());
+    assert_eq!(files.len(), 1);
+    let s = tpusim::dataset::npz::summarize_npz(&files[0]).unwrap();
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+    assert_eq!(s.config_nodes, Some(161));
+    let ids = tpusim::dataset::npz::read_npz(&files[0]).unwrap()["node_config_ids"]
+        .data()
+        .to_i64_vec()
+        .unwrap();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+}
+
+/// `generate` checks every file against the schema before renaming it into place: a
+/// file that breaks it is never left behind, not even as a temporary file.
+#[test]
+fn a_file_that_breaks_the_schema_is_not_written() {
+    let m = tpusim::hlo::parse_module(
+        "t.hlo",
+        "HloModule m\nENTRY e {\n  a = f32[8,8] parameter(0)\n  b = f32[8,8] parameter(1)\n  d = f32[8,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  ROOT r = f32[64] reshape(d)\n}\n",
+    )
+    .unwrap();
+    let g = tpusim::dataset::graph::encode_graph(&m).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.npz");
+    // Node ids out of order: 3 before 2.
+    let err = tpusim::dataset::write::write_layout_npz(&path, &g, &[3, 2], &[10, 20], |_, row| {
+        row.extend(std::iter::repeat_n(-1.0f32, 2 * 18))
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("breaks the TpuGraphs schema"), "{err}");
+    assert!(err.contains("node_config_ids must be ascending node indices < n"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // In order, the same file is written.
+    tpusim::dataset::write::write_layout_npz(&path, &g, &[2, 3], &[10, 20], |_, row| {
+        row.extend(std::iter::repeat_n(-1.0f32, 2 * 18))
+    })
+    .unwrap();
+    assert!(path.is_file());
 }

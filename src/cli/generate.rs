@@ -2,7 +2,6 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use super::compile::target;
@@ -13,34 +12,49 @@ use crate::dataset::plan::{Shard, SplitRatios};
 #[derive(Subcommand, Debug)]
 pub enum Collection {
     /// One file per kernel of the default compilation, with sampled tile configs.
-    Tile(GenArgs),
+    Tile(TileGenArgs),
     /// One file per module, with sampled layout configs of its configurable nodes.
-    Layout(GenArgs),
+    Layout(LayoutGenArgs),
 }
 
+#[derive(Args, Debug)]
+pub struct TileGenArgs {
+    #[command(flatten)]
+    pub common: GenArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LayoutGenArgs {
+    #[command(flatten)]
+    pub common: GenArgs,
+    /// Layout search: random layouts, or perturbations around the default.
+    #[arg(long, value_enum, default_value = "random")]
+    pub search: Search,
+    /// Where the runtimes come from: the incremental evaluator (fast), or compiling,
+    /// lowering and estimating every configuration (exact, ~14 ms each and core for
+    /// ResNet-50 training).
+    #[arg(long, value_enum, default_value = "incremental")]
+    pub labels: Labels,
+    /// Source label of the collection (OUT/npz/layout/SOURCE/...): xla or nlp.
+    #[arg(long, default_value = "xla")]
+    pub source: String,
+}
+
+/// Options of both collections.
 #[derive(Args, Debug)]
 pub struct GenArgs {
     /// HLO module files (default: every .hlo in hlo_samples/).
     pub inputs: Vec<PathBuf>,
-    /// Output root; files go to OUT/npz/tile/xla/... and OUT/npz/layout/...
+    /// Output root; files go to OUT/npz/tile/xla/... and OUT/npz/layout/..., and what
+    /// each module made to OUT/manifest/ (a re-run skips what is complete and current).
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
     /// Configurations per file (the default configuration is one of them).
     #[arg(long, default_value_t = 100)]
     pub configs: usize,
+    /// Seed of the configuration sampling (and of --noise).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Layout search: random layouts, or perturbations around the default.
-    #[arg(long, value_enum, default_value = "random")]
-    pub search: Search,
-    /// Layout collection: runtimes from the incremental evaluator (fast), or from
-    /// compiling, lowering and estimating every configuration (exact, ~18 ms each and
-    /// core for ResNet-50 training).
-    #[arg(long, value_enum, default_value = "incremental")]
-    pub labels: Labels,
-    /// Layout source label (xla or nlp).
-    #[arg(long, default_value = "xla")]
-    pub source: String,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -62,10 +76,10 @@ pub struct GenArgs {
     /// Also write the raw TpuGraphs ModuleTuningData (.pb) of every file under OUT/pb/.
     #[arg(long)]
     pub pb: bool,
-    /// No progress bar.
+    /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
-    /// Print the run report as JSON.
+    /// Print the run report as JSON (with each file's kernel, for the tile collection).
     #[arg(long)]
     pub json: bool,
 }
@@ -106,22 +120,28 @@ fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
 }
 
 pub fn generate(c: Collection) -> Result<i32> {
-    let (a, tile) = match c {
-        Collection::Tile(a) => (a, true),
-        Collection::Layout(a) => (a, false),
+    let (a, layout) = match c {
+        Collection::Tile(t) => (t.common, None),
+        Collection::Layout(l) => {
+            let LayoutGenArgs {
+                common,
+                search,
+                labels,
+                source,
+            } = l;
+            (common, Some((search, labels, source)))
+        }
     };
+    let tile = layout.is_none();
     if a.configs < 2 {
         anyhow::bail!("--configs must be at least 2 (the loaders drop files with fewer)");
     }
     if !(a.noise >= 0.0 && a.noise.is_finite()) {
         anyhow::bail!("--noise must be a finite number >= 0");
     }
-    if tile && a.labels != Labels::Incremental {
-        anyhow::bail!(
-            "--labels is for the layout collection (tile runtimes always come from the model itself)"
-        );
-    }
-    if a.source != "xla" && a.source != "nlp" {
+    let (search, labels, source) =
+        layout.unwrap_or((Search::Random, Labels::Incremental, "xla".into()));
+    if source != "xla" && source != "nlp" {
         anyhow::bail!("--source must be xla or nlp");
     }
     let o = GenOptions {
@@ -133,10 +153,10 @@ pub fn generate(c: Collection) -> Result<i32> {
         noise: a.noise,
         shard: a.shard,
         pad_minus_one: a.pad_minus_one,
-        progress: !a.quiet && std::io::stderr().is_terminal(),
-        source: a.source.clone(),
-        search: a.search,
-        labels: a.labels,
+        progress: crate::progress::ProgressMode::for_stderr(a.quiet),
+        source,
+        search,
+        labels,
         write_pb: a.pb,
     };
     let ins = inputs(&a.inputs)?;

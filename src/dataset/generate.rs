@@ -18,7 +18,6 @@
 //! byte-identical whatever the thread count. Existing complete files are skipped, so an
 //! interrupted run resumes where it stopped.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -32,11 +31,13 @@ use super::config_feat::{
 use super::graph::{encode_graph_with, EncodeOptions};
 use super::kernel_module::{fingerprint, kernel_module};
 use super::layout_eval::{recompiled_ns, LayoutEvaluator, NodeChoice};
+use super::manifest::{ModuleManifest, Recipe, Status};
 use super::plan::{item_seed, Noise, Shard, SplitRatios};
 use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
 use crate::ir::{Dims, Module};
 use crate::kernels::lower_kernel_full;
 use crate::passes::{compile, CompilationConfig, PreparedModule};
+use crate::progress::{Progress, ProgressMode};
 use crate::tpu::{default_tile, estimate, sample_tiles, SplitMix64, TileConfig, TpuTarget};
 
 /// Layout search mode, as in TpuGraphs.
@@ -84,7 +85,8 @@ pub struct GenOptions {
     pub noise: f64,
     pub shard: Shard,
     pub pad_minus_one: bool,
-    pub progress: bool,
+    /// How progress is shown on stderr.
+    pub progress: ProgressMode,
     /// Layout collection: `xla` or `nlp`.
     pub source: String,
     pub search: Search,
@@ -120,6 +122,9 @@ fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> anyhow::Result<()> {
 #[derive(Debug, Clone, Serialize)]
 pub struct FileStats {
     pub file: String,
+    /// Tile collection: the kernel of the default compilation the file holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     pub configs: usize,
     pub nodes: usize,
     /// Slowest / fastest runtime.
@@ -150,23 +155,10 @@ pub struct Input {
     pub module: Module,
 }
 
-/// A progress bar on stderr (hidden unless `enabled`).
-pub(crate) fn progress_bar(enabled: bool, len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::with_draw_target(
-        Some(len),
-        if enabled {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        },
-    );
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} {per_sec} ETA {eta}")
-    {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb.set_message(what.to_string());
-    pb
+/// Progress on stderr for a job of `len` items: shown unless `enabled` is false (a bar
+/// on a terminal, a line now and then elsewhere: [`crate::progress`]).
+pub fn progress_bar(enabled: bool, len: u64, what: &str) -> Progress {
+    Progress::new(ProgressMode::for_stderr(!enabled), len, what)
 }
 
 fn tile_size_config(t: &TileConfig) -> TileSizeConfig {
@@ -182,10 +174,39 @@ fn stats(file: &Path, runtimes: &[i64], nodes: usize) -> FileStats {
     let max = runtimes.iter().copied().max().unwrap_or(1);
     FileStats {
         file: file.display().to_string(),
+        kernel: None,
         configs: runtimes.len(),
         nodes,
         max_min_ratio: max as f64 / min as f64,
         default_is_best: runtimes.first().is_some_and(|&d| d == min),
+    }
+}
+
+/// A tile file made: its statistics and the paths written (npz, and `.pb` with `--pb`).
+type TileFile = (FileStats, Vec<PathBuf>);
+
+/// Whether a module must be made: `false` (counted as skipped) when its manifest says
+/// its files are complete and current; otherwise the files of an outdated run are
+/// removed first and a note says what changed.
+fn begin_module(
+    manifest: &mut ModuleManifest,
+    name: &str,
+    report: &mut GenReport,
+) -> anyhow::Result<bool> {
+    match manifest.status() {
+        Status::Complete(files) => {
+            report.files_skipped += files;
+            Ok(false)
+        }
+        Status::New => Ok(true),
+        Status::Changed(why) => {
+            report.notes.push(format!(
+                "{name}: made again, the existing files were made otherwise ({})",
+                why.join(", ")
+            ));
+            manifest.remove_old()?;
+            Ok(true)
+        }
     }
 }
 
@@ -194,7 +215,7 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
     let start = Instant::now();
     let mut report = GenReport::default();
     let configs_done = AtomicU64::new(0);
-    let pb = progress_bar(o.progress, 0, "tile kernels");
+    let pb = Progress::new(o.progress, 0, "tile kernels");
     let noise = Noise { sigma: o.noise };
     let enc = EncodeOptions {
         pad_minus_one: o.pad_minus_one,
@@ -205,6 +226,11 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
             continue;
         }
         report.modules += 1;
+        let mut manifest =
+            ModuleManifest::new(&o.out, Recipe::new("tile", &input.name, &input.module, o));
+        if !begin_module(&mut manifest, &input.name, &mut report)? {
+            continue;
+        }
         let split = o.split.assign(&input.name);
         let dir = o.out.join("npz/tile/xla").join(split.dir());
         std::fs::create_dir_all(&dir)?;
@@ -223,7 +249,7 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
             }
         }
         pb.inc_length(work.len() as u64);
-        let results: Vec<anyhow::Result<Option<(bool, FileStats)>>> = work
+        let results: Vec<anyhow::Result<Option<TileFile>>> = work
             .par_iter()
             .map(|(k, id, km, fp)| {
                 let stem = format!("{}_{fp:016x}", input.name);
@@ -234,9 +260,6 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                 else {
                     return Ok(None);
                 };
-                if path.exists() {
-                    return Ok(Some((false, stats(&path, &[], 0))));
-                }
                 let desc = &lk.desc;
                 let seed = item_seed(o.seed, &stem);
                 let def = default_tile(desc, &o.target);
@@ -268,6 +291,8 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                     return Ok(None);
                 }
                 let g = encode_graph_with(km, &enc)?;
+                write_tile_npz(&path, &g, &feat, &runtime, &norm)?;
+                let mut made = vec![path.clone()];
                 if o.write_pb {
                     let runs = cfgs
                         .iter()
@@ -285,8 +310,9 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                             profile: profile(ns),
                         })
                         .collect();
+                    let pb_file = pb_path(&o.out, &path);
                     write_pb(
-                        &pb_path(&o.out, &path),
+                        &pb_file,
                         crate::proto::ModuleTuning {
                             module: Some(crate::proto::module_to_proto(km)),
                             fingerprint: *fp,
@@ -294,22 +320,23 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                             config_index_to_node: Vec::new(),
                         },
                     )?;
+                    made.push(pb_file);
                 }
-                write_tile_npz(&path, &g, &feat, &runtime, &norm)?;
                 configs_done.fetch_add(runtime.len() as u64, Ordering::Relaxed);
-                Ok(Some((true, stats(&path, &runtime, g.num_nodes()))))
+                let mut st = stats(&path, &runtime, g.num_nodes());
+                st.kernel = Some(k.name.to_string());
+                Ok(Some((st, made)))
             })
             .collect();
+        let mut made = Vec::new();
         for r in results {
-            match r? {
-                Some((true, s)) => {
-                    report.files_written += 1;
-                    report.files.push(s);
-                }
-                Some((false, _)) => report.files_skipped += 1,
-                None => {}
+            if let Some((st, files)) = r? {
+                report.files_written += 1;
+                made.extend(files.into_iter().map(|f| (f, st.kernel.clone())));
+                report.files.push(st);
             }
         }
+        manifest.write(&made)?;
     }
     pb.finish_and_clear();
     finish(&mut report, start, configs_done.load(Ordering::Relaxed));
@@ -451,7 +478,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
         ..Default::default()
     };
     report.labels = Some(o.labels);
-    let pb = progress_bar(
+    let pb = Progress::new(
         o.progress,
         0,
         match o.labels {
@@ -459,11 +486,25 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             Labels::Recompile => "layout configs (recompiled)",
         },
     );
+    // Every module of this shard announces its configurations up front; a module that is
+    // skipped, or whose sampler runs dry, takes its share back.
+    let per_module = o.configs.max(1) as u64;
+    let mine = (0..inputs.len()).filter(|&mi| o.shard.takes(mi)).count() as u64;
+    pb.set_length(mine * per_module);
+    let collection = format!("layout/{}/{}", o.source, o.search.dir());
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
             continue;
         }
         report.modules += 1;
+        let mut manifest = ModuleManifest::new(
+            &o.out,
+            Recipe::new(&collection, &input.name, &input.module, o),
+        );
+        if !begin_module(&mut manifest, &input.name, &mut report)? {
+            pb.dec_length(per_module);
+            continue;
+        }
         let split = o.split.assign(&input.name);
         let dir = o
             .out
@@ -473,24 +514,33 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .join(split.dir());
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
-        if path.exists() {
-            report.files_skipped += 1;
-            continue;
-        }
-        let ev = LayoutEvaluator::new(&input.module, &o.target)
+        let mut ev = LayoutEvaluator::new(&input.module, &o.target)
             .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         if ev.nodes.is_empty() {
             report.notes.push(format!(
                 "{}: no configurable nodes; no layout file",
                 input.name
             ));
+            pb.dec_length(per_module);
+            manifest.write(&[])?;
             continue;
         }
         let g = encode_graph_with(&input.module, &enc)?;
+        // The file lists configurable nodes in ascending graph order (the encoding puts
+        // computations in XLA's post order, not module order) and every row follows it.
+        let graph_node = |n: &super::layout_eval::ConfigNode| g.node_of(n.comp, n.instr);
+        if let Some(n) = ev.nodes.iter().find(|n| graph_node(n).is_none()) {
+            anyhow::bail!(
+                "{}: configurable node '{}' is not a node of the encoded graph",
+                input.name,
+                n.name
+            );
+        }
+        ev.order_nodes_by(graph_node);
         let ids: Vec<i64> = ev
             .nodes
             .iter()
-            .map(|n| g.node_of(n.comp, n.instr).map(|x| x as i64).unwrap_or(-1))
+            .filter_map(|n| graph_node(n).map(|x| x as i64))
             .collect();
         let seed = item_seed(o.seed, &input.name);
         // Pass 1: evaluate the configurations chunk by chunk (memory: one chunk), each
@@ -564,8 +614,22 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                     .enumerate()
                     .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
             );
-            pb.inc_length(chunk.len() as u64);
         }
+        pb.dec_length(per_module.saturating_sub(runtimes.len() as u64));
+        let mut replay = LayoutSampler::new(&ev, o.search, seed);
+        write_layout_npz(&path, &g, &ids, &runtimes, |_, row| {
+            if let Some(cfg) = replay.next_config() {
+                for c in &cfg {
+                    let lc = LayoutConfig {
+                        output: c.output.as_ref().map(|d| d.to_vec()),
+                        input: c.input.as_ref().map(|d| d.to_vec()),
+                        kernel: c.kernel.as_ref().map(|d| d.to_vec()),
+                    };
+                    row.extend_from_slice(&layout_config_features(&lc));
+                }
+            }
+        })?;
+        let mut made = vec![(path.clone(), None)];
         if o.write_pb {
             let mut replay = LayoutSampler::new(&ev, o.search, seed);
             let mut runs = Vec::with_capacity(runtimes.len());
@@ -593,8 +657,9 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                     profile: profile(ns),
                 });
             }
+            let pb_file = pb_path(&o.out, &path);
             write_pb(
-                &pb_path(&o.out, &path),
+                &pb_file,
                 crate::proto::ModuleTuning {
                     module: Some(crate::proto::module_to_proto(&input.module)),
                     fingerprint: super::kernel_module::fnv1a(input.name.as_bytes()),
@@ -619,20 +684,9 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                     },
                 },
             )?;
+            made.push((pb_file, None));
         }
-        let mut replay = LayoutSampler::new(&ev, o.search, seed);
-        write_layout_npz(&path, &g, &ids, &runtimes, |_, row| {
-            if let Some(cfg) = replay.next_config() {
-                for c in &cfg {
-                    let lc = LayoutConfig {
-                        output: c.output.as_ref().map(|d| d.to_vec()),
-                        input: c.input.as_ref().map(|d| d.to_vec()),
-                        kernel: c.kernel.as_ref().map(|d| d.to_vec()),
-                    };
-                    row.extend_from_slice(&layout_config_features(&lc));
-                }
-            }
-        })?;
+        manifest.write(&made)?;
         configs_done += runtimes.len() as u64;
         report.files_written += 1;
         report.files.push(stats(&path, &runtimes, g.num_nodes()));
