@@ -2,27 +2,12 @@
 //! for every JAX dump, before and after XLA's optimisation; and the verifier over
 //! every corpus module.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use tpusim::analysis::{analyze_module, verify_module};
 use tpusim::hlo::{parse_module, split_modules};
-
-/// The shared data folder: `$TPUSIM_SHARED`, else `../shared` next to the repo.
-fn shared_dir() -> Option<PathBuf> {
-    let p = match std::env::var_os("TPUSIM_SHARED") {
-        Some(v) => PathBuf::from(v),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    };
-    if p.join("hlo_corpus").is_dir() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipping: shared data not found at {} (set TPUSIM_SHARED)",
-            p.display()
-        );
-        None
-    }
-}
 
 fn hlo_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -53,7 +38,9 @@ fn rel(ours: f64, xla: f64) -> f64 {
 
 #[test]
 fn cost_analysis_matches_xla_on_the_jax_corpus() {
-    let Some(shared) = shared_dir() else { return };
+    let Some(shared) = common::shared("cost_analysis_matches_xla_on_the_jax_corpus") else {
+        return;
+    };
     let dir = shared.join("hlo_corpus/jax");
     let json_text = std::fs::read_to_string(dir.join("xla_cost_analysis.json"))
         .expect("xla_cost_analysis.json is readable");
@@ -330,7 +317,9 @@ const XLA_CORPUS_COSTS: &[(&str, f64, f64, f64)] = &[
 
 #[test]
 fn cost_analysis_matches_xla_on_the_xla_corpus() {
-    let Some(shared) = shared_dir() else { return };
+    let Some(shared) = common::shared("cost_analysis_matches_xla_on_the_xla_corpus") else {
+        return;
+    };
     let dir = shared.join("hlo_corpus/xla");
     let mut failures = Vec::new();
     for &(file, xf, xt, xb) in XLA_CORPUS_COSTS {
@@ -400,7 +389,9 @@ const KNOWN_INVALID: &[(&str, &str, &str)] = &[
 
 #[test]
 fn every_corpus_module_verifies_clean() {
-    let Some(shared) = shared_dir() else { return };
+    let Some(shared) = common::shared("every_corpus_module_verifies_clean") else {
+        return;
+    };
     let mut n = 0;
     let mut unexpected = Vec::new();
     let mut found_known = Vec::new();

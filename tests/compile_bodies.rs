@@ -96,8 +96,13 @@ fn assert_same(
 
 #[test]
 fn bodies_lower_like_the_compiled_module_on_the_corpus() {
+    if !common::has(
+        common::Need::Shared,
+        "bodies_lower_like_the_compiled_module_on_the_corpus",
+    ) {
+        return;
+    }
     let Some(modules) = corpus_modules() else {
-        eprintln!("skipping: ../shared not found");
         return;
     };
     let mut straight = Vec::new();
@@ -143,8 +148,13 @@ fn bodies_lower_like_the_compiled_module_on_the_corpus() {
 fn compile_program_equals_the_module_path_on_every_corpus_file() {
     // straight-line or not (loops, conditionals, async operations, input fusions: the
     // skeleton path)
+    if !common::has(
+        common::Need::Shared,
+        "compile_program_equals_the_module_path_on_every_corpus_file",
+    ) {
+        return;
+    }
     let Some(modules) = corpus_modules() else {
-        eprintln!("skipping: ../shared not found");
         return;
     };
     let (mut programs, mut skeletons, mut loops) = (0, 0, 0);

@@ -1,7 +1,9 @@
 //! TpuGraphs graph encoding and node features on hand-made HLO modules (values from
 //! spec `tpugraphs_format.md` §1.4–§2) and on the shared JAX corpus.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 
 use tpusim::dataset::features::{col, feature_index, NODE_FEATURE_COUNT};
 use tpusim::dataset::graph::{
@@ -687,21 +689,9 @@ fn check_invariants(m: &Module, g: &GraphEncoding, what: &str) {
     assert!(g.node_feat.iter().all(|v| v.is_finite()), "{what}: finite");
 }
 
-fn shared_dir() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("TPUSIM_SHARED").map(PathBuf::from),
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.join("hlo_corpus/jax").is_dir())
-}
-
 #[test]
 fn jax_corpus_encodes_with_valid_invariants() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("skipped: no shared dir (set TPUSIM_SHARED or provide ../shared)");
+    let Some(shared) = common::shared("jax_corpus_encodes_with_valid_invariants") else {
         return;
     };
     let dir = shared.join("hlo_corpus/jax");
@@ -901,21 +891,15 @@ struct Reference {
     splits: Vec<i64>,
 }
 
-fn python3_available() -> bool {
-    std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn matches_the_official_extractor_on_xla_protos() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("skipped: no shared dir (set TPUSIM_SHARED or provide ../shared)");
+    let Some(shared) = common::shared("matches_the_official_extractor_on_xla_protos") else {
         return;
     };
-    if !python3_available() {
-        eprintln!("skipped: python3 not available");
+    if !common::has(
+        common::Need::Python3,
+        "matches_the_official_extractor_on_xla_protos",
+    ) {
         return;
     }
     let table: Vec<(&str, u8)> = tpusim::dataset::opcodes::OPCODE_TABLE.to_vec();

@@ -814,7 +814,10 @@ fn a_file_that_breaks_the_schema_is_not_written() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("breaks the TpuGraphs schema"), "{err}");
-    assert!(err.contains("node_config_ids must be ascending node indices < n"), "{err}");
+    assert!(
+        err.contains("node_config_ids must be ascending node indices < n"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     // In order, the same file is written.
     tpusim::dataset::write::write_layout_npz(&path, &g, &[2, 3], &[10, 20], |_, row| {

@@ -48,8 +48,10 @@ fn samples_take_the_fast_path_and_agree() {
 
 #[test]
 fn corpus_modules_agree() {
+    if !common::has(common::Need::Shared, "corpus_modules_agree") {
+        return;
+    }
     let Some(files) = common::corpus_files() else {
-        eprintln!("skipping: ../shared/hlo_corpus not found");
         return;
     };
     let (mut fast, mut general) = (0, 0);

@@ -42,8 +42,7 @@ static A: Counting = Counting;
 
 #[test]
 fn mixtral_parse_peaks_under_20x_file_size() {
-    let Some(shared) = common::shared_dir() else {
-        eprintln!("skipping: ../shared is absent (needs the Mixtral module)");
+    let Some(shared) = common::shared("mixtral_parse_peaks_under_20x_file_size") else {
         return;
     };
     let path = shared.join("hlo_corpus/xla/tools__benchmarks__hlo__hlo_mixtral_8x7b_bf16_2x8.hlo");

@@ -1,24 +1,17 @@
 //! Every module of the shared JAX corpus lowers and estimates to a positive,
 //! finite total on the default target (v3) and on v5e.
 
+mod common;
+
 use std::path::PathBuf;
 
 use tpusim::hlo::parse_module;
 use tpusim::kernels::{LoweredProgram, TileOverrides};
 use tpusim::tpu::TpuTarget;
 
-fn shared_dir() -> Option<PathBuf> {
-    let p = match std::env::var_os("TPUSIM_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    };
-    p.is_dir().then_some(p)
-}
-
 #[test]
 fn jax_corpus_estimates_positive_finite() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("skipped: shared folder not found (set TPUSIM_SHARED or provide ../shared)");
+    let Some(shared) = common::shared("jax_corpus_estimates_positive_finite") else {
         return;
     };
     let dir = shared.join("hlo_corpus/jax");
@@ -137,8 +130,7 @@ fn explain_kernel_of_file() {
 /// to a finite, non-negative total or returns an error that names the problem.
 #[test]
 fn xla_corpus_never_panics() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("skipped: shared folder not found (set TPUSIM_SHARED or provide ../shared)");
+    let Some(shared) = common::shared("xla_corpus_never_panics") else {
         return;
     };
     let dir = shared.join("hlo_corpus/xla");

@@ -2,6 +2,8 @@
 //! (scripts reproduced in docs/metrics.md), plus a live scipy comparison
 //! on random data when python3 + scipy are installed.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -363,22 +365,12 @@ fn layout_and_final_scores() {
     );
 }
 
-fn python_has_scipy() -> bool {
-    Command::new("python3")
-        .args(["-c", "import scipy.stats, numpy"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
 #[test]
 fn kendall_matches_live_scipy_on_random_data() {
-    if !python_has_scipy() {
-        println!(
-            "SKIP kendall_matches_live_scipy_on_random_data: python3 with scipy not available"
-        );
+    if !common::has(
+        common::Need::Scipy,
+        "kendall_matches_live_scipy_on_random_data",
+    ) {
         return;
     }
     let mut r = Lcg(20240611);

@@ -1,11 +1,13 @@
 //! NPY/NPZ I/O: round trips, NumPy byte compatibility, the shared TpuGraphs
 //! checker, atomic writes, corrupt-input robustness and the summary.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use indexmap::IndexMap;
 use tpusim::dataset::npz::*;
@@ -153,31 +155,6 @@ fn write_arrays(
 
 fn tmpdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
-}
-
-fn python_numpy() -> bool {
-    Command::new("python3")
-        .args(["-c", "import numpy"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// `../shared` next to the repository (CI layout); for a git worktree one
-/// level deeper (`/work/wt/<name>`), `../../shared`.
-fn shared_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let primary = root.join("../shared");
-    if primary.exists() {
-        return primary;
-    }
-    let alt = root.join("../../shared");
-    if alt.join("tools/check_tpugraphs_npz.py").exists() {
-        return alt;
-    }
-    primary
 }
 
 fn run_python(script: &str, args: &[&str]) -> (bool, String) {
@@ -775,11 +752,13 @@ fn summary_reports_schema_violations() {
 
 #[test]
 fn python_checker_and_numpy_agree() {
-    if !python_numpy() {
-        println!("SKIP python_checker_and_numpy_agree: python3 with numpy not available");
+    if !common::has(common::Need::Numpy, "python_checker_and_numpy_agree") {
         return;
     }
-    let checker = shared_dir().join("tools/check_tpugraphs_npz.py");
+    let Some(shared) = common::shared("python_checker_and_numpy_agree") else {
+        return;
+    };
+    let checker = shared.join("tools/check_tpugraphs_npz.py");
     let dir = tmpdir();
     let (tile, layout) = write_tree(dir.path());
     // Also a deflated copy of each kind.
@@ -860,8 +839,7 @@ print('numpy ok')
 
 #[test]
 fn reads_files_written_by_numpy() {
-    if !python_numpy() {
-        println!("SKIP reads_files_written_by_numpy: python3 with numpy not available");
+    if !common::has(common::Need::Numpy, "reads_files_written_by_numpy") {
         return;
     }
     let dir = tmpdir();
@@ -984,7 +962,7 @@ fn zip64_large_member() {
     assert_eq!(count, (rows * row_len) as u64);
     let want: u64 = (0..rows).map(|r| (r % 251 + r % 241) as u64).sum();
     assert_eq!(checksum, want);
-    if python_numpy() {
+    if common::Need::Numpy.available() {
         let script = "import sys, numpy as np\n\
                       z = np.load(sys.argv[1])\n\
                       b = z['big']\n\

@@ -2,28 +2,18 @@
 //! configuration (and a few random layout configurations) and check that the result is
 //! a valid, equivalent module with plausible kernels.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::ir::{CallRole, Module, Opcode};
 use tpusim::passes::{compile, compile_kernels, verify::verify, CompilationConfig, KernelKind};
 
-fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if p.join("hlo_corpus").is_dir() {
-        return Some(p);
-    }
-    std::env::var_os("TPUSIM_SHARED")
-        .map(PathBuf::from)
-        .filter(|p| p.join("hlo_corpus").is_dir())
-}
-
-fn corpus() -> Option<Vec<(String, Module)>> {
-    let Some(dir) = shared() else {
-        println!("skipping: ../shared (or $TPUSIM_SHARED) with hlo_corpus not found");
-        return None;
-    };
+/// The corpus modules, or `None` after printing why `test` skips.
+fn corpus(test: &str) -> Option<Vec<(String, Module)>> {
+    let dir = common::shared(test)?;
     let jax = dir.join("hlo_corpus/jax");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&jax)
         .ok()?
@@ -134,7 +124,9 @@ fn present(
 
 #[test]
 fn default_compile_is_valid_and_complete() {
-    let Some(mods) = corpus() else { return };
+    let Some(mods) = corpus("default_compile_is_valid_and_complete") else {
+        return;
+    };
     let out_dir = tempfile::tempdir().unwrap();
     let mut written = Vec::new();
     for (name, m) in &mods {
@@ -255,20 +247,16 @@ fn default_compile_is_valid_and_complete() {
 
 /// XLA's own parser must accept the printed modules (needs python3 with jaxlib).
 fn oracle(files: &[PathBuf]) {
-    let Some(dir) = shared() else { return };
-    let tool = dir.join("tools/xla_oracle.py");
-    let has_jax = std::process::Command::new("python3")
-        .args(["-c", "import jaxlib"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !has_jax || !tool.is_file() {
-        println!(
-            "skipping the XLA oracle check: python3 with jaxlib or {} missing",
-            tool.display()
-        );
+    if !common::has(
+        common::Need::Jax,
+        "the XLA oracle check of the compiled corpus",
+    ) {
         return;
     }
+    let Some(dir) = common::shared_dir() else {
+        return;
+    };
+    let tool = dir.join("tools/xla_oracle.py");
     let out = std::process::Command::new("python3")
         .arg(&tool)
         .args(files)
@@ -288,7 +276,9 @@ fn find<'a>(mods: &'a [(String, Module)], name: &str) -> Option<&'a Module> {
 
 #[test]
 fn resnet50_inference_has_one_output_fusion_per_convolution() {
-    let Some(mods) = corpus() else { return };
+    let Some(mods) = corpus("resnet50_inference_has_one_output_fusion_per_convolution") else {
+        return;
+    };
     let Some(m) = find(&mods, "resnet50_infer_b4") else {
         println!("skipping: resnet50_infer_b4.hlo not in the corpus");
         return;
@@ -368,7 +358,9 @@ fn resnet50_inference_has_one_output_fusion_per_convolution() {
 
 #[test]
 fn bert_dots_are_output_fusions_with_bias_epilogue() {
-    let Some(mods) = corpus() else { return };
+    let Some(mods) = corpus("bert_dots_are_output_fusions_with_bias_epilogue") else {
+        return;
+    };
     let Some(m) = find(&mods, "bert_base_infer_b8s128") else {
         println!("skipping: bert_base_infer_b8s128.hlo not in the corpus");
         return;
@@ -397,7 +389,9 @@ fn bert_dots_are_output_fusions_with_bias_epilogue() {
 
 #[test]
 fn lstm_while_loop_kernels_carry_the_trip_count() {
-    let Some(mods) = corpus() else { return };
+    let Some(mods) = corpus("lstm_while_loop_kernels_carry_the_trip_count") else {
+        return;
+    };
     let Some(m) = find(&mods, "lstm_train") else {
         println!("skipping: lstm_train.hlo not in the corpus");
         return;
@@ -424,7 +418,9 @@ fn lstm_while_loop_kernels_carry_the_trip_count() {
 
 #[test]
 fn random_layouts_compile_to_valid_modules() {
-    let Some(mods) = corpus() else { return };
+    let Some(mods) = corpus("random_layouts_compile_to_valid_modules") else {
+        return;
+    };
     for (name, m) in &mods {
         for seed in 0..3 {
             let cfg = CompilationConfig::random_layouts(m, seed);
@@ -469,8 +465,8 @@ fn random_layouts_compile_to_valid_modules() {
 
 #[test]
 fn optimized_and_xla_corpus_modules_compile_to_valid_modules() {
-    let Some(dir) = shared() else {
-        println!("skipping: ../shared (or $TPUSIM_SHARED) with hlo_corpus not found");
+    let Some(dir) = common::shared("optimized_and_xla_corpus_modules_compile_to_valid_modules")
+    else {
         return;
     };
     let mut files: Vec<PathBuf> = Vec::new();

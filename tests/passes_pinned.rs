@@ -13,10 +13,6 @@ mod common;
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::passes::{CompilationConfig, PreparedModule};
 
-fn shared() -> Option<std::path::PathBuf> {
-    common::shared_dir().filter(|p| p.join("hlo_corpus").is_dir())
-}
-
 /// 64-bit FNV-1a (stable across platforms and Rust versions).
 fn fnv(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -590,8 +586,7 @@ const PINNED: &[Row] = &[
 
 #[test]
 fn compiled_outputs_are_pinned() {
-    let Some(dir) = shared() else {
-        println!("skipping: ../shared (or $TPUSIM_SHARED) with hlo_corpus not found");
+    let Some(dir) = common::shared("compiled_outputs_are_pinned") else {
         return;
     };
     let mut got: Vec<Row> = Vec::new();

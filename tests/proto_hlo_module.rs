@@ -76,7 +76,9 @@ fn first_difference(a: &Module, b: &Module) -> String {
 
 #[test]
 fn proto_ir_equals_text_ir_for_every_corpus_module() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("proto_ir_equals_text_ir_for_every_corpus_module") else {
+        return;
+    };
     let pbs = corpus_pbs(&dir);
     assert!(pbs.len() >= 10, "only {} corpus protos", pbs.len());
     let mut instructions = 0;
@@ -111,7 +113,9 @@ fn proto_ir_equals_text_ir_for_every_corpus_module() {
 
 #[test]
 fn printed_proto_ir_reparses_to_the_same_ir() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("printed_proto_ir_reparses_to_the_same_ir") else {
+        return;
+    };
     for pb in corpus_pbs(&dir).iter().take(6) {
         let m = module_from_proto_bytes(&std::fs::read(pb).unwrap()).unwrap();
         let text = tpusim::hlo::print_module(&m);
@@ -325,7 +329,9 @@ fn modules_from_binary_reads_every_kind() {
         modules_from_binary, read_hlo_module_proto, write_module_tuning, write_tuning_set,
         InputKind, ProtoError,
     };
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("modules_from_binary_reads_every_kind") else {
+        return;
+    };
     let bytes = std::fs::read(dir.join("mlp_train.hlo.pb")).unwrap();
     let direct = module_from_proto_bytes(&bytes).unwrap();
     let one = modules_from_binary(&bytes).unwrap();

@@ -118,7 +118,9 @@ fn hammer(name: &str, src: &[u8], tuning: bool, iters: usize, seed: u64) -> Tall
 
 #[test]
 fn mutated_corpus_modules_never_panic() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("mutated_corpus_modules_never_panic") else {
+        return;
+    };
     let mut total = Tally::default();
     for (k, path) in corpus_pbs(&dir).iter().enumerate() {
         let src = std::fs::read(path).unwrap();
@@ -140,7 +142,9 @@ fn mutated_corpus_modules_never_panic() {
 
 #[test]
 fn mutated_tuning_files_never_panic() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("mutated_tuning_files_never_panic") else {
+        return;
+    };
     let pbs = corpus_pbs(&dir);
     let small: Vec<_> = pbs
         .iter()

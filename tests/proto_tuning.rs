@@ -15,7 +15,7 @@ use tpusim::proto::{
 };
 
 fn read_pb(name: &str) -> Option<(Vec<u8>, HloModuleProto)> {
-    let dir = jax_corpus()?;
+    let dir = jax_corpus(&format!("the test reading {name}"))?;
     let bytes = std::fs::read(dir.join(name)).expect("corpus file readable");
     let m = read_hlo_module_proto(&bytes).expect("corpus module decodes");
     Some((bytes, m))
@@ -23,7 +23,9 @@ fn read_pb(name: &str) -> Option<(Vec<u8>, HloModuleProto)> {
 
 #[test]
 fn detects_every_corpus_file() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("detects_every_corpus_file") else {
+        return;
+    };
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -289,7 +291,9 @@ fn hand_module_bytes() -> Vec<u8> {
 
 #[test]
 fn corpus_layout_round_trip() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("corpus_layout_round_trip") else {
+        return;
+    };
     for path in corpus_pbs(&dir) {
         let m = read_hlo_module_proto(&std::fs::read(&path).unwrap()).unwrap();
         let t = synthetic_layout(m, 30, 7);
@@ -317,7 +321,9 @@ fn corpus_layout_round_trip() {
 
 #[test]
 fn corpus_tile_set_round_trip_via_file() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("corpus_tile_set_round_trip_via_file") else {
+        return;
+    };
     let modules: Vec<HloModuleProto> = corpus_pbs(&dir)
         .iter()
         .take(5)

@@ -13,7 +13,9 @@ fn shape_of(s: &Option<xla::ShapeProto>) -> Option<ShapeView> {
 
 #[test]
 fn view_agrees_with_prost_on_corpus() {
-    let Some(dir) = jax_corpus() else { return };
+    let Some(dir) = jax_corpus("view_agrees_with_prost_on_corpus") else {
+        return;
+    };
     let mut checked = 0usize;
     let mut attrs = 0usize;
     for path in corpus_pbs(&dir) {

@@ -1,37 +1,19 @@
 //! Calibration of the kernel model against published TPU matmul timings
 //! (`shared/reference/tpu_measurements.json`, spec §6).
 //!
-//! The JSON is looked up at `$TPUSIM_SHARED_DIR`, `<repo>/../shared` (CI) and
-//! `<repo>/../../shared` (a worktree under `wt/`); the tests skip with a
-//! printed reason when none exists.
+//! The JSON is read from the shared folder (`tests/common::shared_dir`); the tests
+//! skip with a printed reason when it is absent.
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use serde_json::Value;
 use tpusim::tpu::{estimate, KernelDesc, MxuPrecision, TileConfig, TpuTarget};
 
-fn measurements() -> Option<Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Ok(d) = std::env::var("TPUSIM_SHARED_DIR") {
-        dirs.push(PathBuf::from(d));
-    }
-    dirs.push(root.join("../shared"));
-    dirs.push(root.join("../../shared"));
-    for d in &dirs {
-        let p = d.join("reference/tpu_measurements.json");
-        if let Ok(text) = std::fs::read_to_string(&p) {
-            match serde_json::from_str(&text) {
-                Ok(v) => return Some(v),
-                Err(e) => {
-                    println!("SKIP: {} is not valid JSON: {e}", p.display());
-                    return None;
-                }
-            }
-        }
-    }
-    println!("SKIP: tpu_measurements.json not found under {dirs:?}");
-    None
+/// The published measurements, or `None` after printing why `test` skips.
+fn measurements(test: &str) -> Option<Value> {
+    let p = common::shared(test)?.join("reference/tpu_measurements.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
 }
 
 /// One matmul row with its prediction.
@@ -118,7 +100,9 @@ fn err(r: &Row) -> f64 {
 
 #[test]
 fn prints_prediction_table() {
-    let Some(v) = measurements() else { return };
+    let Some(v) = measurements("prints_prediction_table") else {
+        return;
+    };
     let rows = predict_rows(&v);
     assert!(
         rows.len() >= 10,
@@ -152,7 +136,9 @@ fn prints_prediction_table() {
 
 #[test]
 fn xla_large_matmuls_within_10_percent() {
-    let Some(v) = measurements() else { return };
+    let Some(v) = measurements("xla_large_matmuls_within_10_percent") else {
+        return;
+    };
     let rows = predict_rows(&v);
     for id in ["v5e-xla-matmul-4096", "v5e-xla-matmul-8192"] {
         let r = rows
@@ -170,7 +156,9 @@ fn xla_large_matmuls_within_10_percent() {
 
 #[test]
 fn pallas_blocks_ranked_as_measured() {
-    let Some(v) = measurements() else { return };
+    let Some(v) = measurements("pallas_blocks_ranked_as_measured") else {
+        return;
+    };
     let rows = predict_rows(&v);
     let mut pallas: Vec<&Row> = rows.iter().filter(|r| r.impl_ == "pallas").collect();
     assert_eq!(pallas.len(), 6);
@@ -201,7 +189,9 @@ fn pallas_blocks_ranked_as_measured() {
 
 #[test]
 fn sharded_v2_upprojection_close_to_profile() {
-    let Some(v) = measurements() else { return };
+    let Some(v) = measurements("sharded_v2_upprojection_close_to_profile") else {
+        return;
+    };
     let rows = predict_rows(&v);
     let r = rows.iter().find(|r| r.id == "v2-sharded-upproj").unwrap();
     assert!(

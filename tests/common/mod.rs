@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// `../shared` beside the repository (or `$TPUSIM_SHARED`), if present.
+/// `$TPUSIM_SHARED` if it names a folder, else `../shared` beside the repository, if
+/// present. The one place the tests look for it.
 pub fn shared_dir() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("TPUSIM_SHARED") {
         let p = PathBuf::from(p);
@@ -13,6 +14,61 @@ pub fn shared_dir() -> Option<PathBuf> {
     }
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
     p.is_dir().then_some(p)
+}
+
+/// What some tests need beyond the clone. A test that needs one calls [`has`] (or
+/// [`shared`]) and returns early when it is absent, printing why; `.ci/needs` finds
+/// those tests by these names (`Need::…`, `common::shared(`) and lists, before the
+/// suite runs, which of them will skip here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// `../shared` (or `$TPUSIM_SHARED`): the HLO corpus, specs, tools, references.
+    Shared,
+    Python3,
+    Numpy,
+    Scipy,
+    /// `jaxlib` (XLA's own parser, as a judge).
+    Jax,
+}
+
+impl Need {
+    pub fn available(self) -> bool {
+        match self {
+            Need::Shared => shared_dir().is_some(),
+            Need::Python3 => python_has("pass"),
+            Need::Numpy => python_has("import numpy"),
+            Need::Scipy => python_has("import scipy.stats, numpy"),
+            Need::Jax => python_has("from jaxlib import _hlo"),
+        }
+    }
+
+    pub fn what(self) -> &'static str {
+        match self {
+            Need::Shared => "../shared beside the checkout (or $TPUSIM_SHARED)",
+            Need::Python3 => "python3",
+            Need::Numpy => "python3 with numpy",
+            Need::Scipy => "python3 with scipy",
+            Need::Jax => "python3 with jax (jaxlib)",
+        }
+    }
+}
+
+/// Whether `need` is here; if not, prints `skipped: TEST: needs …` on stderr.
+pub fn has(need: Need, test: &str) -> bool {
+    let ok = need.available();
+    if !ok {
+        eprintln!("skipped: {test}: needs {}", need.what());
+    }
+    ok
+}
+
+/// [`shared_dir`], or `None` after printing why `test` skips.
+pub fn shared(test: &str) -> Option<PathBuf> {
+    if has(Need::Shared, test) {
+        shared_dir()
+    } else {
+        None
+    }
 }
 
 /// Files in `dir` whose names end with `suffix`, sorted.

@@ -11,25 +11,12 @@ use tpusim::proto::{
     TuningSet,
 };
 
-/// The shared folder: `../shared` relative to the repo root, unless the
-/// environment variable `TPUSIM_SHARED` names another place (git worktrees
-/// that do not sit next to `shared/`).
-pub fn shared_dir() -> PathBuf {
-    match std::env::var_os("TPUSIM_SHARED") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    }
-}
+#[path = "../common/mod.rs"]
+mod common;
 
-/// `<shared>/hlo_corpus/jax`, or `None` (with a printed reason) if absent.
-pub fn jax_corpus() -> Option<PathBuf> {
-    let dir = shared_dir().join("hlo_corpus/jax");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipping: {} not found", dir.display());
-        None
-    }
+/// `<shared>/hlo_corpus/jax`, or `None` after printing why `test` skips.
+pub fn jax_corpus(test: &str) -> Option<PathBuf> {
+    Some(common::shared(test)?.join("hlo_corpus/jax"))
 }
 
 /// Every `*.hlo.pb` of the jax corpus, sorted by name.
