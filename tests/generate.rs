@@ -826,3 +826,62 @@ fn a_file_that_breaks_the_schema_is_not_written() {
     .unwrap();
     assert!(path.is_file());
 }
+
+/// When stderr is not a terminal, long jobs print a progress line now and then (here
+/// every 0 s, so on every item) whose length is known from the start, and one last line;
+/// `--quiet` prints none.
+#[test]
+fn progress_lines_when_stderr_is_not_a_terminal() {
+    let out = tempfile::tempdir().unwrap();
+    let args = |dir: &str| {
+        vec![
+            "generate".to_string(),
+            "layout".into(),
+            sample("mlp_train.hlo"),
+            "--out".into(),
+            out.path().join(dir).to_str().unwrap().into(),
+            "--configs".into(),
+            "5".into(),
+            "--labels".into(),
+            "recompile".into(),
+        ]
+    };
+    let o = tpusim()
+        .args(args("a"))
+        .env("TPUSIM_PROGRESS_SECS", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    assert!(
+        lines.len() >= 2,
+        "expected progress lines on stderr, got:\n{err}"
+    );
+    // The length is the 5 configurations asked for, from the first line on.
+    // (Two workers tick the counter, so the first line may already count two.)
+    assert!(
+        lines[0].starts_with("progress: layout configs (recompiled) 1/5 (20%)")
+            || lines[0].starts_with("progress: layout configs (recompiled) 2/5 (40%)"),
+        "{err}"
+    );
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .starts_with("progress: layout configs (recompiled) 5/5 done in "),
+        "{err}"
+    );
+    let mut quiet = args("b");
+    quiet.push("--quiet".into());
+    let o = tpusim()
+        .args(quiet)
+        .env("TPUSIM_PROGRESS_SECS", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("progress"));
+}
