@@ -7,13 +7,17 @@
 //!   computation, the instruction, both shapes and the source line.
 //! * [`analyze_module`] — per-instruction and module-wide costs ([`CostReport`]),
 //!   rendered for people by [`render_report`] or as JSON with `serde_json`.
+//! * [`compiled_for`] — whether a module was already compiled by XLA:CPU or XLA:GPU
+//!   (its TPU estimate would mean little), with the evidence.
 
+pub mod compiled_for;
 pub mod cost;
 pub mod error;
 pub mod infer;
 pub mod report;
 pub mod verify;
 
+pub use compiled_for::{compiled_for, Backend, CompiledFor, Mark};
 pub use cost::{
     analyze_module, analyze_module_with, module_cost, Cost, CostAnalyzer, CostOptions, CostReport,
     InstrCost, ShapeSizeMode,

@@ -12,8 +12,25 @@ pub struct LoadedModule {
 }
 
 /// Read a file and parse the module(s) in it. With `split`, lines that are exactly
-/// `// -----` separate modules (XLA's lit-test convention).
+/// `// -----` separate modules (XLA's lit-test convention). A module that looks
+/// already compiled by XLA:CPU or XLA:GPU gets a warning on stderr
+/// ([`crate::analysis::compiled_for`]).
 pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
+    let mods = read_modules(path, split)?;
+    for m in &mods {
+        if let Some(c) = crate::analysis::compiled_for(&m.module) {
+            eprintln!(
+                "warning: {}: looks compiled for {} ({c}); TPU estimates from it are \
+                 meaningless: feed the unoptimized HLO (see docs/jax.md)",
+                m.label,
+                c.backend.name()
+            );
+        }
+    }
+    Ok(mods)
+}
+
+fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
     let file = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
     // Binary inputs (HloModuleProto, ModuleTuningData, TuningData) are recognised by
