@@ -64,8 +64,9 @@ fn optimized_sample_evidence() {
 
 #[test]
 fn jax_corpus_optimized_files_are_cpu_compiled_and_the_others_not() {
-    let Some(shared) = common::shared_dir() else {
-        eprintln!("skipping: ../shared not found (set TPUSIM_SHARED)");
+    let Some(shared) =
+        common::shared("jax_corpus_optimized_files_are_cpu_compiled_and_the_others_not")
+    else {
         return;
     };
     let files = common::files_with_suffix(&shared.join("hlo_corpus/jax"), ".hlo");
@@ -80,8 +81,7 @@ fn jax_corpus_optimized_files_are_cpu_compiled_and_the_others_not() {
 
 #[test]
 fn xla_corpus_only_the_triton_tests_are_gpu_compiled() {
-    let Some(shared) = common::shared_dir() else {
-        eprintln!("skipping: ../shared not found (set TPUSIM_SHARED)");
+    let Some(shared) = common::shared("xla_corpus_only_the_triton_tests_are_gpu_compiled") else {
         return;
     };
     let mut flagged = Vec::new();
