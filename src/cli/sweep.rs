@@ -38,6 +38,10 @@ pub struct Common {
     /// Draw the sweep as an SVG chart in this file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Print the sweep as one JSON object (its rows with the same numbers) instead of
+    /// the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -134,6 +138,13 @@ fn tile(a: TileArgs) -> Result<i32> {
             return Ok(1);
         }
     };
+    write_outputs(c, &s.to_csv(), || {
+        plot::tile_svg(&s).map_err(anyhow::Error::msg)
+    })?;
+    if c.json {
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
+        return Ok(0);
+    }
     outln!(
         "{}: kernel {} on {}: default tile {:?} ({:.3} us)",
         c.file.display(),
@@ -182,9 +193,6 @@ fn tile(a: TileArgs) -> Result<i32> {
         }
     }
     outln!("(* = the compiler's default tile)")?;
-    write_outputs(c, &s.to_csv(), || {
-        plot::tile_svg(&s).map_err(anyhow::Error::msg)
-    })?;
     Ok(0)
 }
 
@@ -216,6 +224,13 @@ fn layout(a: LayoutArgs) -> Result<i32> {
         }
     };
     pb.finish_and_clear();
+    write_outputs(c, &s.to_csv(), || {
+        plot::layout_svg(&s).map_err(anyhow::Error::msg)
+    })?;
+    if c.json {
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
+        return Ok(0);
+    }
     outln!(
         "{}: {} {} {:?}, {} layout (input module: {}) on {}: {} layouts",
         c.file.display(),
@@ -246,8 +261,5 @@ fn layout(a: LayoutArgs) -> Result<i32> {
             r.kernels
         )?;
     }
-    write_outputs(c, &s.to_csv(), || {
-        plot::layout_svg(&s).map_err(anyhow::Error::msg)
-    })?;
     Ok(0)
 }
