@@ -60,6 +60,8 @@ pub enum LayoutEvalError {
 /// One configurable node as the evaluator sees it.
 #[derive(Debug, Clone)]
 pub struct ConfigNode {
+    /// TpuGraphs node index ([`configurable_nodes`]; a layout entry's `node = N`).
+    pub index: usize,
     /// Position in the original module.
     pub comp: CompId,
     pub instr: InstrId,
@@ -179,7 +181,7 @@ impl LayoutEvaluator {
             }
         }
         let mut nodes = Vec::new();
-        for (ci, ii, _) in configurable_nodes(m) {
+        for (ci, ii, index) in configurable_nodes(m) {
             let c = m.comp(ci);
             let ins = c.instr(ii);
             let ops = c.operands(ii);
@@ -202,6 +204,7 @@ impl LayoutEvaluator {
                 }
             }
             let mut node = ConfigNode {
+                index,
                 comp: ci,
                 instr: ii,
                 name: ins.name.to_string(),
