@@ -43,6 +43,9 @@ pub struct ScoreArgs {
     /// No progress bar (there is none when stderr is not a terminal).
     #[arg(long)]
     pub quiet: bool,
+    /// JSON output instead of the table: with one column (one submission, or only
+    /// --analytical) its report; with several, `{"columns": [{name, report}, ...]}` in
+    /// the table's order (the submissions, then the analytical model).
     #[arg(long)]
     pub json: bool,
 }
