@@ -423,6 +423,49 @@ fn explanation_total_is_the_estimate_row() {
         .contains("scoped limit"));
 }
 
+/// A kernel whose default tile does not fit VMEM (the 2048-row transpose side output
+/// of XLA's `transpose/side_outputs_inplace` test): the explanation derives the
+/// infeasible tile and gives the untiled roofline time `estimate` counts.
+#[test]
+fn explanation_of_an_untiled_kernel_gives_the_roofline_time() {
+    let m = module(
+        r#"
+HloModule module, input_output_alias={ {0}: (0, {}) }
+transpose_fusion {
+  p0 = f32[1024,2048]{1,0} parameter(0)
+  p1 = f32[1024,2048]{1,0} parameter(1)
+  add = f32[1024,2048]{1,0} add(p0, p1)
+  bitcast = f32[2097152]{0} bitcast(p0)
+  transpose = f32[2048,1024]{1,0} transpose(p1), dimensions={1,0}
+  ROOT res = (f32[1024,2048]{1,0}, f32[2048,1024]{1,0}, f32[2097152]{0}) tuple(add, transpose, bitcast)
+}
+ENTRY module {
+  param0 = f32[1024,2048]{1,0} parameter(0)
+  param1 = f32[1024,2048]{1,0} parameter(1)
+  ROOT f = (f32[1024,2048]{1,0}, f32[2048,1024]{1,0}, f32[2097152]{0}) fusion(param0, param1), kind=kInput, calls=transpose_fusion
+}
+"#,
+    );
+    let e = est(&m);
+    let r = row(&e, "f");
+    assert!(r.untiled);
+    let x = explain_kernel(&m, &TpuTarget::v3(), "f", None).unwrap();
+    assert!(x.untiled && x.side_outputs.is_none());
+    assert_eq!(x.total_ns, Some(r.total_ns));
+    assert!(matches!(
+        x.derivation.error,
+        Some(ModelError::Infeasible { .. })
+    ));
+    let text = x.to_string();
+    assert!(
+        text.contains(&format!(
+            "untiled roofline, max(peak-MXU time, one pass over every operand) + launch = {:.1} ns",
+            r.total_ns
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn rows_serialize_to_json() {
     let e = est(&loop_module("3", ""));

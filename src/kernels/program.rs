@@ -961,7 +961,7 @@ pub struct SideOutputs {
 impl std::fmt::Display for KernelExplanation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "HLO:\n  {}\n", self.hlo)?;
-        write!(f, "{}\n", describe(&self.lowering))?;
+        writeln!(f, "{}", describe(&self.lowering))?;
         write!(f, "{}", self.derivation)?;
         if let Some(s) = &self.side_outputs {
             writeln!(
