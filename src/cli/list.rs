@@ -18,7 +18,9 @@ pub struct ListArgs {
     #[arg(long)]
     pub kernels: bool,
     /// List the configurable nodes: convolution, dot, reshape (what `[[layout]]` entries
-    /// and `sweep layout --node` name, in `generate layout`'s `node_config_ids` order).
+    /// and `sweep layout --node` name), in `generate layout`'s `node_config_ids` order,
+    /// each with its TpuGraphs node index (`node = N` in a layout entry) and its
+    /// `node_config_ids` value.
     #[arg(long)]
     pub nodes: bool,
     /// TPU target for the kernels' default tiles: v2, v3, v4, v5e, v5p, v6e, or a

@@ -11,11 +11,11 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("drawing the chart: {e}")
 }
 
-/// A tick label: no more digits than the scale needs.
+/// A tick label: no more digits than the scale needs (whole numbers without decimals).
 fn short(y: f64) -> String {
     if y == 0.0 {
         "0".into()
-    } else if y >= 100.0 {
+    } else if y >= 100.0 || (y >= 1.0 && y.fract() == 0.0) {
         format!("{y:.0}")
     } else if y >= 1.0 {
         format!("{y:.1}")
