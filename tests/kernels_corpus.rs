@@ -120,8 +120,7 @@ fn explain_kernel_of_file() {
     };
     let text = std::fs::read_to_string(&path).expect("readable file");
     let m = parse_module("f", &text).expect("parses");
-    let s = tpusim::kernels::explain_kernel(&m, &TpuTarget::v3(), &k, &Default::default())
-        .expect("explains");
+    let s = tpusim::kernels::explain_kernel(&m, &TpuTarget::v3(), &k, None).expect("explains");
     println!("{s}");
 }
 

@@ -224,10 +224,8 @@ ENTRY %main (x: f32[131072,3], y: f32[131072,3]) -> f32[131072,3] {
     assert!(e.total_ns > wide.total_ns);
 }
 
-#[test]
-fn tile_overrides_apply_by_name_and_errors_name_the_kernel() {
-    let m = module(
-        r#"
+/// One 2048³ bf16 matmul fusion `mm`.
+const MM: &str = r#"
 HloModule mm
 %f (p0: bf16[2048,2048], p1: bf16[2048,2048]) -> bf16[2048,2048] {
   %p0 = bf16[2048,2048]{1,0} parameter(0)
@@ -239,8 +237,11 @@ ENTRY %main (a: bf16[2048,2048], b: bf16[2048,2048]) -> bf16[2048,2048] {
   %b = bf16[2048,2048]{1,0} parameter(1)
   ROOT %mm = bf16[2048,2048]{1,0} fusion(%a, %b), kind=kOutput, calls=%f
 }
-"#,
-    );
+"#;
+
+#[test]
+fn tile_overrides_apply_by_name_and_errors_name_the_kernel() {
+    let m = module(MM);
     let t = TpuTarget::v3();
     let lp = LoweredProgram::new(&m).unwrap();
     let base = lp.estimate(&t, &TileOverrides::new()).unwrap();
@@ -299,16 +300,16 @@ ENTRY %main (a: bf16[2048,2048], b: bf16[2048,2048]) -> bf16[2048,2048] {
 fn explain_prints_hlo_lowering_and_derivation() {
     let m = loop_module("4", "");
     let t = TpuTarget::v3();
-    let s = explain_kernel(&m, &t, "y", &TileConfig::default()).unwrap();
+    let s = explain_kernel(&m, &t, "y", None).unwrap().to_string();
     assert!(s.contains("multiply(%x, %b)"), "{s}");
     assert!(s.contains("Lowering of `y`"), "{s}");
     assert!(s.contains("Total ="), "{s}");
     assert!(matches!(
-        explain_kernel(&m, &t, "missing", &TileConfig::default()),
+        explain_kernel(&m, &t, "missing", None),
         Err(ProgramError::UnknownKernel(_))
     ));
     assert!(matches!(
-        explain_kernel(&m, &t, "w", &TileConfig::default()),
+        explain_kernel(&m, &t, "w", None),
         Err(ProgramError::NotAKernel(_))
     ));
     // a fusion prints its fused computation
@@ -319,20 +320,149 @@ fn explain_prints_hlo_lowering_and_derivation() {
         )),
         &t,
         "c",
-        &TileConfig::default(),
+        None,
     )
-    .unwrap();
+    .unwrap()
+    .to_string();
     assert!(f.contains("%cheap") && f.contains("negate(%a)"), "{f}");
     let fused = module(&COND.replace(
         "ROOT %c = f32[8,128]{1,0} conditional(%p, %x, %x), branch_computations={%cheap, %costly}",
         "ROOT %c = f32[8,128]{1,0} fusion(%x), kind=kLoop, calls=%cheap",
     ));
     assert_eq!(
-        explain_kernel(&fused, &t, "neg", &TileConfig::default()).unwrap_err(),
+        explain_kernel(&fused, &t, "neg", None).unwrap_err(),
         ProgramError::InsideFusion {
             name: "neg".to_string(),
             fusion: "c".to_string()
         }
+    );
+}
+
+/// The explanation's kernel time is the program model's row: for every kernel, with
+/// and without a tile override; its JSON carries the derivation's numbers; an
+/// infeasible override is explained (sections 1–2 and the reason) with no time.
+#[test]
+fn explanation_total_is_the_estimate_row() {
+    let t = TpuTarget::v3();
+    for m in [loop_module("4", ""), module(MM)] {
+        let e = est(&m);
+        for r in &e.kernels {
+            let x = explain_kernel(&m, &t, &r.name, None).unwrap();
+            assert_eq!(x.total_ns, Some(r.total_ns), "{}", r.name);
+            let d = x.derivation.estimate().expect("evaluable");
+            assert_eq!(d.total_ns, r.total_ns - r.side_output_ns);
+            assert!(!x.untiled && x.side_outputs.is_none());
+            let text = x.to_string();
+            assert!(
+                text.contains(&format!(
+                    "Total = pipelined + prologue + epilogue + overheads = {:.1} ns",
+                    r.total_ns
+                )),
+                "{text}"
+            );
+            let j: serde_json::Value = serde_json::to_value(&x).unwrap();
+            assert_eq!(j["total_ns"].as_f64(), Some(r.total_ns));
+            assert_eq!(
+                j["derivation"]["pipeline"]["estimate"]["total_ns"].as_f64(),
+                Some(d.total_ns)
+            );
+            assert_eq!(
+                j["derivation"]["pipeline"]["estimate"]["hbm_bytes"].as_f64(),
+                Some(d.hbm_bytes)
+            );
+            assert_eq!(
+                j["derivation"]["grid"]["vmem_bytes"].as_u64(),
+                Some(d.vmem_bytes)
+            );
+            assert_eq!(j["kernel"], r.name.as_str());
+        }
+    }
+    let m = module(MM);
+    let small = TileConfig {
+        output_bounds: vec![128, 128],
+        kernel_bounds: vec![128, 128],
+        input_bounds: vec![],
+    };
+    let mut over = TileOverrides::new();
+    over.insert("mm".to_string(), small.clone());
+    let with = LoweredProgram::new(&m)
+        .unwrap()
+        .estimate(&t, &over)
+        .unwrap();
+    let x = explain_kernel(&m, &t, "mm", Some(&small)).unwrap();
+    assert_eq!(x.total_ns, Some(with.kernels[0].total_ns));
+    let g = x.derivation.grid.as_ref().unwrap();
+    assert_eq!(
+        g.dims.iter().map(|d| d.tiles).collect::<Vec<_>>(),
+        [16, 16, 16]
+    );
+    assert_eq!(g.steps, 4096.0);
+    let huge = TileConfig {
+        output_bounds: vec![2048, 2048],
+        kernel_bounds: vec![2048, 2048],
+        input_bounds: vec![],
+    };
+    let x = explain_kernel(&m, &t, "mm", Some(&huge)).unwrap();
+    assert_eq!(x.total_ns, None);
+    let g = x.derivation.grid.as_ref().unwrap();
+    assert!(!g.fits && g.vmem_bytes > g.vmem_limit_bytes);
+    assert!(x.derivation.traffic.is_none() && x.derivation.pipeline.is_none());
+    assert!(matches!(
+        x.derivation.error,
+        Some(ModelError::Infeasible { .. })
+    ));
+    let text = x.to_string();
+    assert!(
+        text.contains("INFEASIBLE") && text.contains("Not evaluable: infeasible tile"),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::to_value(&x).unwrap();
+    assert!(j["derivation"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("scoped limit"));
+}
+
+/// A kernel whose default tile does not fit VMEM (the 2048-row transpose side output
+/// of XLA's `transpose/side_outputs_inplace` test): the explanation derives the
+/// infeasible tile and gives the untiled roofline time `estimate` counts.
+#[test]
+fn explanation_of_an_untiled_kernel_gives_the_roofline_time() {
+    let m = module(
+        r#"
+HloModule module, input_output_alias={ {0}: (0, {}) }
+transpose_fusion {
+  p0 = f32[1024,2048]{1,0} parameter(0)
+  p1 = f32[1024,2048]{1,0} parameter(1)
+  add = f32[1024,2048]{1,0} add(p0, p1)
+  bitcast = f32[2097152]{0} bitcast(p0)
+  transpose = f32[2048,1024]{1,0} transpose(p1), dimensions={1,0}
+  ROOT res = (f32[1024,2048]{1,0}, f32[2048,1024]{1,0}, f32[2097152]{0}) tuple(add, transpose, bitcast)
+}
+ENTRY module {
+  param0 = f32[1024,2048]{1,0} parameter(0)
+  param1 = f32[1024,2048]{1,0} parameter(1)
+  ROOT f = (f32[1024,2048]{1,0}, f32[2048,1024]{1,0}, f32[2097152]{0}) fusion(param0, param1), kind=kInput, calls=transpose_fusion
+}
+"#,
+    );
+    let e = est(&m);
+    let r = row(&e, "f");
+    assert!(r.untiled);
+    let x = explain_kernel(&m, &TpuTarget::v3(), "f", None).unwrap();
+    assert!(x.untiled && x.side_outputs.is_none());
+    assert_eq!(x.total_ns, Some(r.total_ns));
+    assert!(matches!(
+        x.derivation.error,
+        Some(ModelError::Infeasible { .. })
+    ));
+    let text = x.to_string();
+    assert!(
+        text.contains(&format!(
+            "untiled roofline, max(peak-MXU time, one pass over every operand) + launch = {:.1} ns",
+            r.total_ns
+        )),
+        "{text}"
     );
 }
 

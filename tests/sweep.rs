@@ -315,8 +315,31 @@ fn cli_writes_csv_and_svg_and_fails_cleanly() {
     );
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains(&desc.name) && svg.contains("does not fit VMEM"));
+    // one x label per swept tile size (log axis with its own ticks), at least four
+    // y labels, and the infeasible band labelled
+    let labels: Vec<&str> = svg
+        .split("</text>")
+        .filter_map(|t| t.rsplit('>').next())
+        .map(str::trim)
+        .collect();
+    let mut tiles: Vec<i64> = s.rows.iter().map(|r| r.tile).collect();
+    tiles.sort_unstable();
+    tiles.dedup();
+    for t in &tiles {
+        assert_eq!(
+            labels.iter().filter(|l| **l == t.to_string()).count(),
+            1,
+            "{t}: {labels:?}"
+        );
+    }
+    let numeric = labels.iter().filter(|l| l.parse::<f64>().is_ok()).count();
+    assert!(numeric >= tiles.len() + 4, "{labels:?}");
+    assert!(
+        labels.contains(&"does not fit VMEM (no time)"),
+        "{labels:?}"
+    );
     let (_, csv2, svg2) = run("b");
-    assert_eq!((csv, svg), (csv2, svg2), "same input, same bytes");
+    assert_eq!((&csv, &svg), (&csv2, &svg2), "same input, same bytes");
 
     // Layouts: the table has one line per layout.
     let lsvg = dir.path().join("l.svg");
@@ -346,7 +369,71 @@ fn cli_writes_csv_and_svg_and_fails_cleanly() {
             .any(|l| l.starts_with("{0,1}") && l.contains(" 1 ")),
         "{table}"
     );
-    assert!(std::fs::read_to_string(&lsvg).unwrap().contains("{0,1}"));
+    let lsvg_text = std::fs::read_to_string(&lsvg).unwrap();
+    assert!(lsvg_text.contains("{0,1}"));
+    // the chart says what red is
+    assert!(
+        lsvg_text.contains("the compiler&apos;s choice (no layout set)"),
+        "{lsvg_text}"
+    );
+
+    // --json: the sweep itself, the same numbers (and the same SVG bytes beside it).
+    let json = |args: &[&str], plot: &Path| {
+        let out = tpusim()
+            .args(args)
+            .arg("--json")
+            .arg("--plot")
+            .arg(plot)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let f = file.to_str().unwrap();
+    let tj = json(
+        &["sweep", "tile", f, "--kernel", &desc.name],
+        &dir.path().join("j.svg"),
+    );
+    assert_eq!(tj.trim_end(), serde_json::to_string_pretty(&s).unwrap());
+    let v: serde_json::Value = serde_json::from_str(&tj).unwrap();
+    assert_eq!(v["rows"].as_array().unwrap().len(), s.rows.len());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("j.svg")).unwrap(),
+        svg2
+    );
+    let mlp = sample("mlp_train.hlo");
+    let lj = json(
+        &[
+            "sweep",
+            "layout",
+            mlp.to_str().unwrap(),
+            "--node",
+            "dot_general.5",
+            "--tensor",
+            "kernel",
+            "--quiet",
+        ],
+        &dir.path().join("lj.svg"),
+    );
+    let ls = layout_sweep(
+        &load("mlp_train.hlo"),
+        &CompilationConfig::default(),
+        "dot_general.5",
+        Tensor::Kernel,
+        &TpuTarget::v3(),
+        &|_| {},
+    )
+    .unwrap();
+    assert_eq!(lj.trim_end(), serde_json::to_string_pretty(&ls).unwrap());
+    assert_eq!(ls.rows.len(), 3);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("lj.svg")).unwrap(),
+        lsvg_text
+    );
 
     // Errors: a message naming what is wrong, exit 1, and no file written.
     let csv = dir.path().join("never.csv");

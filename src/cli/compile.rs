@@ -59,13 +59,20 @@ pub struct EstimateArgs {
 pub struct ExplainArgs {
     /// HLO module file.
     pub file: PathBuf,
-    /// Kernel (fusion or instruction) name in the compiled module.
+    /// Kernel (fusion or unfused instruction) name in the compiled module, as
+    /// `tpusim estimate` or `tpusim list --kernels` lists them.
     #[arg(long)]
     pub kernel: String,
+    /// TPU target: v2, v3, v4, v5e, v5p, v6e, or a JSON/TOML target file.
     #[arg(long, default_value = "v3")]
     pub tpu: String,
+    /// Compilation configuration (JSON or TOML); its tile entry for the kernel, if any,
+    /// is the tile explained.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// The explanation as one JSON object (the same numbers as the text).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A target preset name or a target file.
@@ -209,12 +216,14 @@ pub fn explain_cmd(a: ExplainArgs) -> Result<i32> {
     let Some(c) = compiled(&a.file, &a.config)? else {
         return Ok(1);
     };
-    let tile = tile_overrides(&c.kernels)
-        .remove(&a.kernel)
-        .unwrap_or_default();
-    match explain_kernel(&c.module, &t, &a.kernel, &tile) {
-        Ok(s) => {
-            out!("{s}")?;
+    let tile = tile_overrides(&c.kernels).remove(&a.kernel);
+    match explain_kernel(&c.module, &t, &a.kernel, tile.as_ref()) {
+        Ok(x) if a.json => {
+            outln!("{}", serde_json::to_string_pretty(&x)?)?;
+            Ok(0)
+        }
+        Ok(x) => {
+            out!("{x}")?;
             Ok(0)
         }
         Err(e) => {

@@ -23,6 +23,7 @@ mod compile;
 mod generate;
 mod input;
 mod inspect;
+mod list;
 mod parse;
 mod replay;
 mod score;
@@ -55,8 +56,10 @@ pub enum Command {
     Compile(compile::CompileArgs),
     /// Estimate the runtime on a TPU, per kernel and in total.
     Estimate(compile::EstimateArgs),
-    /// The full derivation of one kernel's runtime, in words and numbers.
+    /// The full derivation of one kernel's runtime, in words and numbers (or JSON).
     Explain(compile::ExplainArgs),
+    /// List a module's kernels and configurable nodes with their indices.
+    List(list::ListArgs),
     /// Write TpuGraphs samples (tile or layout collection).
     #[command(subcommand)]
     Generate(generate::Collection),
@@ -83,6 +86,7 @@ pub fn run() -> i32 {
         Command::Compile(a) => compile::compile_cmd(a),
         Command::Estimate(a) => compile::estimate_cmd(a),
         Command::Explain(a) => compile::explain_cmd(a),
+        Command::List(a) => list::list(a),
         Command::Generate(c) => generate::generate(c),
         Command::Score(a) => score::score(a),
         Command::Sweep(k) => sweep::sweep(k),

@@ -42,6 +42,9 @@ pub struct ScoreArgs {
     /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
+    /// JSON output instead of the table: with one column (one submission, or only
+    /// --analytical) its report; with several, `{"columns": [{name, report}, ...]}` in
+    /// the table's order (the submissions, then the analytical model).
     #[arg(long)]
     pub json: bool,
 }

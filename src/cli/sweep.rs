@@ -3,7 +3,6 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use super::compile::{config, target};
@@ -38,6 +37,10 @@ pub struct Common {
     /// Draw the sweep as an SVG chart in this file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Print the sweep as one JSON object (its rows with the same numbers) instead of
+    /// the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -70,7 +73,7 @@ pub struct LayoutArgs {
     /// Which of its tensors to lay out: the output, operand 0, or operand 1.
     #[arg(long, value_enum, default_value = "output")]
     pub tensor: TensorArg,
-    /// No progress bar (there is none when stderr is not a terminal).
+    /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
 }
@@ -134,6 +137,13 @@ fn tile(a: TileArgs) -> Result<i32> {
             return Ok(1);
         }
     };
+    write_outputs(c, &s.to_csv(), || {
+        plot::tile_svg(&s).map_err(anyhow::Error::msg)
+    })?;
+    if c.json {
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
+        return Ok(0);
+    }
     outln!(
         "{}: kernel {} on {}: default tile {:?} ({:.3} us)",
         c.file.display(),
@@ -182,9 +192,6 @@ fn tile(a: TileArgs) -> Result<i32> {
         }
     }
     outln!("(* = the compiler's default tile)")?;
-    write_outputs(c, &s.to_csv(), || {
-        plot::tile_svg(&s).map_err(anyhow::Error::msg)
-    })?;
     Ok(0)
 }
 
@@ -200,8 +207,7 @@ fn layout(a: LayoutArgs) -> Result<i32> {
         TensorArg::Input => Tensor::Input,
         TensorArg::Kernel => Tensor::Kernel,
     };
-    let show = !a.quiet && std::io::stderr().is_terminal();
-    let pb = crate::dataset::generate::progress_bar(show, 0, "layouts");
+    let pb = crate::dataset::generate::progress_bar(!a.quiet, 0, "layouts");
     // The number of layouts is known once the sweep has found the node's rank.
     let tick = |total: usize| {
         pb.set_length(total as u64);
@@ -216,6 +222,13 @@ fn layout(a: LayoutArgs) -> Result<i32> {
         }
     };
     pb.finish_and_clear();
+    write_outputs(c, &s.to_csv(), || {
+        plot::layout_svg(&s).map_err(anyhow::Error::msg)
+    })?;
+    if c.json {
+        outln!("{}", serde_json::to_string_pretty(&s)?)?;
+        return Ok(0);
+    }
     outln!(
         "{}: {} {} {:?}, {} layout (input module: {}) on {}: {} layouts",
         c.file.display(),
@@ -246,8 +259,5 @@ fn layout(a: LayoutArgs) -> Result<i32> {
             r.kernels
         )?;
     }
-    write_outputs(c, &s.to_csv(), || {
-        plot::layout_svg(&s).map_err(anyhow::Error::msg)
-    })?;
     Ok(0)
 }

@@ -526,22 +526,9 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             continue;
         }
         let g = encode_graph_with(&input.module, &enc)?;
-        // The file lists configurable nodes in ascending graph order (the encoding puts
-        // computations in XLA's post order, not module order) and every row follows it.
-        let graph_node = |n: &super::layout_eval::ConfigNode| g.node_of(n.comp, n.instr);
-        if let Some(n) = ev.nodes.iter().find(|n| graph_node(n).is_none()) {
-            anyhow::bail!(
-                "{}: configurable node '{}' is not a node of the encoded graph",
-                input.name,
-                n.name
-            );
-        }
-        ev.order_nodes_by(graph_node);
-        let ids: Vec<i64> = ev
-            .nodes
-            .iter()
-            .filter_map(|n| graph_node(n).map(|x| x as i64))
-            .collect();
+        let ids = ev
+            .order_as_graph(&g)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         let seed = item_seed(o.seed, &input.name);
         // Pass 1: evaluate the configurations chunk by chunk (memory: one chunk), each
         // thread with its own evaluator caches. Pass 2 replays the same stream from its

@@ -27,6 +27,8 @@
 
 use std::collections::HashMap;
 
+use super::graph::GraphEncoding;
+
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
 use crate::kernels::{compile_program, LoweredProgram, TileOverrides};
 use crate::passes::{
@@ -55,11 +57,15 @@ pub enum LayoutEvalError {
     Compile(String),
     #[error("lowering the compiled program failed: {0}")]
     Lower(String),
+    #[error("configurable node '{0}' is not a node of the encoded graph")]
+    NotInGraph(String),
 }
 
 /// One configurable node as the evaluator sees it.
 #[derive(Debug, Clone)]
 pub struct ConfigNode {
+    /// TpuGraphs node index ([`configurable_nodes`]; a layout entry's `node = N`).
+    pub index: usize,
     /// Position in the original module.
     pub comp: CompId,
     pub instr: InstrId,
@@ -179,7 +185,7 @@ impl LayoutEvaluator {
             }
         }
         let mut nodes = Vec::new();
-        for (ci, ii, _) in configurable_nodes(m) {
+        for (ci, ii, index) in configurable_nodes(m) {
             let c = m.comp(ci);
             let ins = c.instr(ii);
             let ops = c.operands(ii);
@@ -202,6 +208,7 @@ impl LayoutEvaluator {
                 }
             }
             let mut node = ConfigNode {
+                index,
                 comp: ci,
                 instr: ii,
                 name: ins.name.to_string(),
@@ -281,15 +288,29 @@ impl LayoutEvaluator {
         c
     }
 
-    /// Put the configurable nodes in the order of `key` (stable), e.g. their node index
-    /// in the encoded graph: a TpuGraphs layout file lists its configurable nodes in
-    /// ascending node order (`node_config_ids`), and its configuration rows follow them.
-    /// Configurations are given in `self.nodes` order, so this is done before any is
-    /// evaluated; the caches, keyed by node position, are emptied.
-    pub fn order_nodes_by<K: Ord>(&mut self, key: impl FnMut(&ConfigNode) -> K) {
-        self.nodes.sort_by_cached_key(key);
+    /// Put the configurable nodes in the order of the encoded graph `g` and return their
+    /// node indices in it: a TpuGraphs layout file lists its configurable nodes in
+    /// ascending node order (`node_config_ids`) and its configuration rows follow them.
+    /// The encoding puts computations in XLA's post order, which is not module order in
+    /// optimized HLO. Configurations are given in `self.nodes` order, so this is done
+    /// before any is evaluated; the caches, keyed by node position, are emptied.
+    pub fn order_as_graph(&mut self, g: &GraphEncoding) -> Result<Vec<i64>, LayoutEvalError> {
+        if let Some(n) = self
+            .nodes
+            .iter()
+            .find(|n| g.node_of(n.comp, n.instr).is_none())
+        {
+            return Err(LayoutEvalError::NotInGraph(n.name.clone()));
+        }
+        self.nodes
+            .sort_by_cached_key(|n| g.node_of(n.comp, n.instr));
         self.kernel_cache.clear();
         self.copy_cache.clear();
+        Ok(self
+            .nodes
+            .iter()
+            .filter_map(|n| g.node_of(n.comp, n.instr).map(|x| x as i64))
+            .collect())
     }
 
     /// A copy with empty caches (one per thread).

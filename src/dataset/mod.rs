@@ -8,6 +8,7 @@ pub mod generate;
 pub mod graph;
 pub mod kernel_module;
 pub mod layout_eval;
+pub mod listing;
 pub mod manifest;
 pub mod npz;
 pub mod opcodes;

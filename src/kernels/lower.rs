@@ -12,6 +12,7 @@
 //! the two ends (output, leaves) are turned into physical order. Rules and
 //! approximations: `docs/kernels.md`.
 
+use serde::Serialize;
 use smallvec::SmallVec;
 use std::fmt::Write as _;
 
@@ -66,11 +67,12 @@ pub enum LowerError {
 
 /// A lowered kernel: the model's description plus what the model does not
 /// carry (hero, side outputs, operand numbering).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoweredKernel {
     /// The kernel description the cost model evaluates.
     pub desc: KernelDesc,
     /// Opcode of the hero instruction (the op that decides the kind).
+    #[serde(serialize_with = "opcode_name")]
     pub hero: Opcode,
     /// Name of the hero instruction.
     pub hero_name: String,
@@ -85,6 +87,11 @@ pub struct LoweredKernel {
     /// True when the traced description was rejected (too many dims, …) and a
     /// flattened 2-D approximation is used instead.
     pub flattened: bool,
+}
+
+/// An opcode as its HLO name.
+fn opcode_name<S: serde::Serializer>(o: &Opcode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(o.name())
 }
 
 /// Lowers one instruction of `module` to a kernel description.

@@ -18,8 +18,8 @@ use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
-    estimate, explain, Bottleneck, Estimate, KernelDesc, KernelKind, ModelError, TileConfig,
-    TpuTarget,
+    derive, estimate, Bottleneck, Derivation, Estimate, KernelDesc, KernelKind, ModelError,
+    TileConfig, TpuTarget,
 };
 
 /// Tile overrides: kernel (instruction) name → tile config. Kernels not
@@ -622,40 +622,6 @@ impl LoweredProgram {
         self.by_name.get(name).and_then(|v| v.first()).copied()
     }
 
-    fn eval_one(
-        &self,
-        k: &ProgramKernel,
-        target: &TpuTarget,
-        cfg: Option<&TileConfig>,
-    ) -> Result<Eval, ProgramError> {
-        let desc = &k.lowered.desc;
-        let default = TileConfig::default();
-        let res = estimate(desc, cfg.unwrap_or(&default), target);
-        let est = match res {
-            Ok(e) => e,
-            Err(ModelError::Infeasible { .. }) if cfg.is_none() => {
-                return Ok(roofline(k, target));
-            }
-            Err(source) => {
-                return Err(ProgramError::Tile {
-                    kernel: desc.name.clone(),
-                    source,
-                })
-            }
-        };
-        let (side_ns, side_bytes) = side_write(k, target, est.steps.max(1) as f64);
-        // side writes hide behind compute slack, else add to the time
-        let slack = (est.compute_ns - est.hbm_ns).max(0.0);
-        let extra = (side_ns - slack).max(0.0);
-        Ok(Eval {
-            est: Some(est),
-            total_ns: est.total_ns + extra,
-            side_ns: extra,
-            bytes: est.hbm_bytes + side_bytes,
-            hbm_ns: est.hbm_ns + side_ns,
-        })
-    }
-
     /// Evaluates every distinct kernel on `target` with its default tile.
     /// The result answers [`PreparedProgram::total_ns`] /
     /// [`PreparedProgram::estimate`] for any tile overrides by re-evaluating
@@ -668,7 +634,7 @@ impl LoweredProgram {
         let mut class_evals = Vec::with_capacity(self.classes.len());
         for &rep in &self.classes {
             let k = &self.kernels[rep];
-            class_evals.push(self.eval_one(k, target, None)?);
+            class_evals.push(eval_kernel(k, target, None)?);
         }
         Ok(PreparedProgram {
             program: self,
@@ -715,7 +681,7 @@ impl PreparedProgram<'_> {
             };
             for &i in idx {
                 if let Some(k) = p.kernels.get(i) {
-                    own.push((i, p.eval_one(k, self.target, Some(cfg))?));
+                    own.push((i, eval_kernel(k, self.target, Some(cfg))?));
                 }
             }
         }
@@ -818,6 +784,41 @@ impl PreparedProgram<'_> {
     }
 }
 
+/// One kernel on `target` under `cfg` (`None` = no override: the default tile, or the
+/// untiled roofline when that does not fit VMEM), side-output writes included.
+fn eval_kernel(
+    k: &ProgramKernel,
+    target: &TpuTarget,
+    cfg: Option<&TileConfig>,
+) -> Result<Eval, ProgramError> {
+    let desc = &k.lowered.desc;
+    let default = TileConfig::default();
+    let res = estimate(desc, cfg.unwrap_or(&default), target);
+    let est = match res {
+        Ok(e) => e,
+        Err(ModelError::Infeasible { .. }) if cfg.is_none() => {
+            return Ok(roofline(k, target));
+        }
+        Err(source) => {
+            return Err(ProgramError::Tile {
+                kernel: desc.name.clone(),
+                source,
+            })
+        }
+    };
+    let (side_ns, side_bytes) = side_write(k, target, est.steps.max(1) as f64);
+    // side writes hide behind compute slack, else add to the time
+    let slack = (est.compute_ns - est.hbm_ns).max(0.0);
+    let extra = (side_ns - slack).max(0.0);
+    Ok(Eval {
+        est: Some(est),
+        total_ns: est.total_ns + extra,
+        side_ns: extra,
+        bytes: est.hbm_bytes + side_bytes,
+        hbm_ns: est.hbm_ns + side_ns,
+    })
+}
+
 /// Side-output write time (ns, not yet overlapped) and padded bytes.
 fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
     let mut ns = 0.0;
@@ -918,53 +919,130 @@ pub fn estimate_program(
     LoweredProgram::new(module)?.estimate(target, tiles)
 }
 
+/// The teaching view of one kernel ([`explain_kernel`]); its `Display` is the text
+/// `tpusim explain` prints, its JSON what `explain --json` prints.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelExplanation {
+    /// Kernel (instruction) name.
+    pub kernel: String,
+    /// Computation that holds it.
+    pub computation: String,
+    /// The instruction, and for a fusion its fused computation, as HLO text.
+    pub hlo: String,
+    /// How the kernel was lowered (its description, hero, side outputs).
+    pub lowering: LoweredKernel,
+    /// The tile evaluated (empty bounds = the compiler's default).
+    pub tile: TileConfig,
+    /// The model's derivation under that tile.
+    pub derivation: Derivation,
+    /// The write of the side outputs (absent when there are none or the tile is not
+    /// evaluable).
+    pub side_outputs: Option<SideOutputs>,
+    /// The default tile does not fit VMEM, so the program model times the kernel with
+    /// its untiled roofline (`total_ns`) instead of the derivation.
+    pub untiled: bool,
+    /// Time of one execution as the program model (`tpusim estimate`) counts it, ns;
+    /// `None` when the tile override is not evaluable (estimate rejects it too).
+    pub total_ns: Option<f64>,
+}
+
+/// Section 7 of an explanation: outputs written besides the main output.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SideOutputs {
+    /// Padded bytes written.
+    pub bytes: f64,
+    /// DMA time of that write, ns.
+    pub dma_ns: f64,
+    /// What the write adds to the derivation's total (the part compute slack does not
+    /// hide), ns.
+    pub added_ns: f64,
+}
+
+impl std::fmt::Display for KernelExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HLO:\n  {}\n", self.hlo)?;
+        writeln!(f, "{}", describe(&self.lowering))?;
+        write!(f, "{}", self.derivation)?;
+        if let Some(s) = &self.side_outputs {
+            writeln!(
+                f,
+                "\n7. Side outputs: {:.0} B padded written besides the main output, {:.1} ns of DMA; \
+                 the program model adds max(0, side − max(0, compute − DMA)) to the total: {:.1} ns.",
+                s.bytes, s.dma_ns, s.added_ns
+            )?;
+            if let Some(t) = self.total_ns {
+                writeln!(f, "   kernel time = {t:.1} ns ({:.3} µs)", t / 1e3)?;
+            }
+        }
+        if let (true, Some(t)) = (self.untiled, self.total_ns) {
+            writeln!(
+                f,
+                "\nThe default tile does not fit VMEM: the program model uses the untiled roofline, \
+                 max(peak-MXU time, one pass over every operand) + launch = {t:.1} ns ({:.3} µs).",
+                t / 1e3
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// The teaching view of one kernel: its HLO (the instruction, and the fused
-/// computation for a fusion), how it was lowered, and the model's full
-/// derivation ([`explain`]) under `tile` (empty = default).
+/// computation for a fusion), how it was lowered, the model's full derivation
+/// ([`derive`]) under `tile` (`None` = no override: the compiler's default, with the
+/// program model's roofline fallback when that does not fit VMEM), and the kernel time
+/// the program model counts (equal to `tpusim estimate`'s row).
 pub fn explain_kernel(
     module: &Module,
     target: &TpuTarget,
     kernel_name: &str,
-    tile: &TileConfig,
-) -> Result<String, ProgramError> {
+    tile: Option<&TileConfig>,
+) -> Result<KernelExplanation, ProgramError> {
     let (ci, id, k) = find_kernel(module, kernel_name)?;
     let c = &module.computations[ci];
-    {
-        let mut s = String::new();
-        s.push_str("HLO:\n  ");
-        print_instruction(&mut s, module, c, id);
-        s.push('\n');
-        let ins = c.instr(id);
-        if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
-            if let Some(fc) = ins
-                .attrs
-                .called_with(CallRole::Calls)
-                .and_then(|f| module.computations.get_index(f))
-            {
-                print_computation(&mut s, module, fc.1, false);
-            }
+    let mut hlo = String::new();
+    print_instruction(&mut hlo, module, c, id);
+    hlo.push('\n');
+    let ins = c.instr(id);
+    if ins.opcode == Opcode::Fusion || ins.async_wrapped == Some(Opcode::Fusion) {
+        if let Some(fc) = ins
+            .attrs
+            .called_with(CallRole::Calls)
+            .and_then(|f| module.computations.get_index(f))
+        {
+            print_computation(&mut hlo, module, fc.1, false);
         }
-        s.push('\n');
-        s.push_str(&describe(&k));
-        s.push('\n');
-        s.push_str(&explain(&k.desc, tile, target));
-        if !k.side_outputs.is_empty() {
-            let pk = ProgramKernel {
-                lowered: k.clone(),
-                computation: c.name.clone(),
-                class: 0,
-            };
-            let steps = estimate(&k.desc, tile, target)
-                .map(|e| e.steps.max(1) as f64)
-                .unwrap_or(1.0);
-            let (ns, b) = side_write(&pk, target, steps);
-            s.push_str(&format!(
-                "\n7. Side outputs: {b:.0} B padded written besides the main output, {ns:.1} ns of DMA; \
-                 the program model adds max(0, side − max(0, compute − DMA)) to the total.\n"
-            ));
-        }
-        Ok(s)
     }
+    let cfg = tile.cloned().unwrap_or_default();
+    let derivation = derive(&k.desc, &cfg, target);
+    let pk = ProgramKernel {
+        lowered: k,
+        computation: c.name.clone(),
+        class: 0,
+    };
+    // Only a tile override the model rejects fails here; the derivation says why.
+    let eval = eval_kernel(&pk, target, tile).ok();
+    let side_outputs = match (eval.and_then(|e| e.est), pk.lowered.side_outputs.is_empty()) {
+        (Some(est), false) => {
+            let (dma_ns, bytes) = side_write(&pk, target, est.steps.max(1) as f64);
+            Some(SideOutputs {
+                bytes,
+                dma_ns,
+                added_ns: eval.map_or(0.0, |e| e.side_ns),
+            })
+        }
+        _ => None,
+    };
+    Ok(KernelExplanation {
+        kernel: pk.lowered.desc.name.clone(),
+        computation: pk.computation,
+        hlo,
+        lowering: pk.lowered,
+        tile: cfg,
+        derivation,
+        side_outputs,
+        untiled: eval.is_some_and(|e| e.est.is_none()),
+        total_ns: eval.map(|e| e.total_ns),
+    })
 }
 
 /// The tile entries of a compilation configuration, as the program model's overrides

@@ -7,15 +7,21 @@
 //! * [`tile`]: tile configurations ([`TileConfig`]), the compiler default,
 //!   enumeration and seeded sampling.
 //! * [`model`]: the cost model ([`estimate`]) and its teaching view ([`explain`]).
+//! * [`derivation`]: that view as data ([`Derivation`], from [`derive`]).
 //!
 //! Formulas and sources: `docs/cost-model.md`.
 
+pub mod derivation;
 pub mod error;
 pub mod kernel;
 pub mod model;
 pub mod target;
 pub mod tile;
 
+pub use derivation::{
+    derive, Derivation, DimRole, GridDim, GridFit, InputTraffic, MxuFacts, OutputTraffic, Pipeline,
+    Traffic,
+};
 pub use error::ModelError;
 pub use kernel::{
     Conv2dShape, DimMap, InputDesc, KernelDesc, KernelKind, MxuPrecision, MxuRole, MxuSpec,

@@ -1,12 +1,15 @@
 //! The analytical kernel cost model (formulas in `docs/cost-model.md`).
 //!
 //! `estimate` is allocation-free: all per-dim state lives in fixed stack
-//! arrays of [`MAX_DIMS`]; the optional trace used by `explain` is the only
-//! thing that allocates.
+//! arrays of [`MAX_DIMS`]; the optional [`Derivation`] that `explain` has filled is the
+//! only thing that allocates.
 
 use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
 
+use super::derivation::{
+    derive, Derivation, DimRole, GridDim, GridFit, InputTraffic, MxuFacts, OutputTraffic, Pipeline,
+    Traffic,
+};
 use super::error::ModelError;
 use super::kernel::{
     storage_bits, DimMap, InputDesc, KernelDesc, KernelKind, MxuPrecision, MxuRole, OpCounts,
@@ -483,7 +486,7 @@ pub(crate) fn evaluate(
     desc: &KernelDesc,
     cfg: &TileConfig,
     target: &TpuTarget,
-    mut trace: Option<&mut String>,
+    mut trace: Option<&mut Derivation>,
 ) -> Result<Estimate, ModelError> {
     desc.validate()?;
     let mut tile = [0i64; MAX_DIMS];
@@ -517,40 +520,28 @@ pub(crate) fn evaluate(
     }
     let vmem = vmem_f.min(u64::MAX as f64) as u64;
     if let Some(tr) = trace.as_deref_mut() {
-        let _ = writeln!(tr, "Kernel `{}` on TPU {}", desc.name, target.name);
-        let _ = writeln!(
-            tr,
-            "\n1. Iteration space and grid (loop order = listed order, reduction innermost)"
-        );
-        for d in 0..n {
-            let what = if d < r { "output" } else { "reduction" };
-            let _ = writeln!(
-                tr,
-                "   dim {d} ({what}): extent {} / tile {} → {} tiles{}",
-                ext[d],
-                tile[d],
-                g[d],
-                if rem[d] != tile[d] {
-                    format!(" (last tile {})", rem[d])
-                } else {
-                    String::new()
-                }
-            );
-        }
-        let _ = writeln!(tr, "   grid steps = Π tiles = {steps}");
-        let _ =
-            writeln!(
-            tr,
-            "\n2. VMEM footprint = 2×(input tiles) + 2×(output tile){} = {} B (scoped limit {} B)",
-            if desc.reduction_dims.is_empty() { "" } else { " + f32 accumulator tile" },
-            vmem,
-            target.vmem_limit_bytes
-        );
+        tr.grid = Some(GridFit {
+            dims: (0..n)
+                .map(|d| GridDim {
+                    role: if d < r {
+                        DimRole::Output
+                    } else {
+                        DimRole::Reduction
+                    },
+                    extent: ext[d],
+                    tile: tile[d],
+                    tiles: g[d],
+                    last_tile: rem[d],
+                })
+                .collect(),
+            steps,
+            vmem_bytes: vmem,
+            vmem_limit_bytes: target.vmem_limit_bytes,
+            accumulator: !desc.reduction_dims.is_empty(),
+            fits: vmem <= target.vmem_limit_bytes,
+        });
     }
     if vmem > target.vmem_limit_bytes {
-        if let Some(tr) = trace.as_deref_mut() {
-            let _ = writeln!(tr, "   → INFEASIBLE: the tiles do not fit VMEM.");
-        }
         return Err(ModelError::Infeasible {
             needed: vmem,
             available: target.vmem_limit_bytes,
@@ -579,31 +570,29 @@ pub(crate) fn evaluate(
     ctx.frac_out = out_blocks / steps;
 
     if let Some(tr) = trace.as_deref_mut() {
-        let _ = writeln!(
-            tr,
-            "\n3. HBM traffic (per-core bandwidth {:.3e} B/s; a block is re-fetched only when its index changes between consecutive steps)",
-            ctx.bw
-        );
-        for (k, inp) in desc.inputs.iter().enumerate() {
-            let b = input_tile_bytes(inp, &tile[..n], target);
-            let fetches = fetch_count(inp, &g[..n]);
-            let _ = writeln!(
-                tr,
-                "   input {k} {:?} ({} bit): full tile {} B padded, fetched {} times (of {} steps), DMA efficiency {:.2}",
-                inp.tensor.dims,
-                inp.tensor.elem_bits,
-                b,
-                fetches,
-                steps,
-                target.hbm_efficiency_at(b)
-            );
-        }
-        let ob = out_tile_bytes(&desc.output, &tile[..n], desc.output.elem_bits, target);
-        let _ = writeln!(
-            tr,
-            "   output {:?} ({} bit): tile {} B padded, written once per output tile ({} times)",
-            desc.output.dims, desc.output.elem_bits, ob, out_blocks
-        );
+        tr.traffic = Some(Traffic {
+            bandwidth_bytes_per_s: ctx.bw,
+            inputs: desc
+                .inputs
+                .iter()
+                .map(|inp| {
+                    let b = input_tile_bytes(inp, &tile[..n], target);
+                    InputTraffic {
+                        dims: inp.tensor.dims.clone(),
+                        elem_bits: inp.tensor.elem_bits,
+                        tile_bytes: b,
+                        fetches: fetch_count(inp, &g[..n]),
+                        dma_efficiency: target.hbm_efficiency_at(b),
+                    }
+                })
+                .collect(),
+            output: OutputTraffic {
+                dims: desc.output.dims.clone(),
+                elem_bits: desc.output.elem_bits,
+                tile_bytes: out_tile_bytes(&desc.output, &tile[..n], desc.output.elem_bits, target),
+                writes: out_blocks,
+            },
+        });
     }
 
     // Partial dims: last tile smaller than the others.
@@ -776,7 +765,25 @@ pub(crate) fn evaluate(
         mxu_utilization,
     };
     if let Some(tr) = trace {
-        write_summary(tr, desc, target, &est, steady_scale, np, core_factor);
+        tr.pipeline = Some(Pipeline {
+            estimate: est,
+            tile_shapes: 1usize << np,
+            mxu: match &desc.kind {
+                KernelKind::Mxu(spec) => Some(MxuFacts {
+                    arrays: target.mxus_per_core,
+                    size: target.mxu_size,
+                    rate_hz: target.mxu_rate_hz(),
+                    precision: spec.precision,
+                    passes: spec.precision.passes(),
+                    big_window: desc.has_big_window(),
+                }),
+                _ => None,
+            },
+            steady_dma_scale: steady_scale,
+            megacore_factor: core_factor,
+            grid_step_overhead_ns: target.grid_step_overhead_ns,
+            device_peak_flops: target.core_peak_bf16() * f64::from(target.device_cores()),
+        });
     }
     Ok(est)
 }
@@ -815,106 +822,9 @@ fn combo(
     count
 }
 
-fn write_summary(
-    tr: &mut String,
-    desc: &KernelDesc,
-    target: &TpuTarget,
-    est: &Estimate,
-    steady_scale: f64,
-    np: usize,
-    core_factor: f64,
-) {
-    let _ = writeln!(
-        tr,
-        "   total HBM traffic: read {:.0} B + write {:.0} B = {:.0} B (logical minimum {:.0} B, ×{:.2})",
-        est.hbm_read_bytes,
-        est.hbm_write_bytes,
-        est.hbm_bytes,
-        est.min_bytes,
-        if est.min_bytes > 0.0 { est.hbm_bytes / est.min_bytes } else { 0.0 }
-    );
-    let _ = writeln!(
-        tr,
-        "   total DMA time Σ bytes/(BW·eff(bytes)) = {:.1} ns",
-        est.hbm_ns
-    );
-    let _ = writeln!(
-        tr,
-        "\n4. Compute per step (edge tiles evaluated separately: {} tile shapes)",
-        1usize << np
-    );
-    if let KernelKind::Mxu(spec) = &desc.kind {
-        let rr = target.mxu_size;
-        let _ = writeln!(
-            tr,
-            "   MXU: {} × {}×{} arrays at {:.3} GHz effective; precision {:?} ({} pass(es)); per fold max(M_pad, {rr}) cycles (weight load overlapped), {}",
-            target.mxus_per_core,
-            rr,
-            rr,
-            target.mxu_rate_hz() / 1e9,
-            spec.precision,
-            spec.precision.passes(),
-            if desc.has_big_window() {
-                format!("folds = batch·⌈K·window/{rr}⌉·N_pad/{rr} (filter gradient: the window taps are part of the contraction)")
-            } else {
-                format!("folds = batch·window·K_pad/{rr}·N_pad/{rr}")
-            }
-        );
-        let _ = writeln!(
-            tr,
-            "   logical flops {:.4e}, padded flops {:.4e} → MXU utilisation {:.1}%",
-            est.flops,
-            est.padded_flops,
-            100.0 * est.mxu_utilization
-        );
-    }
-    let _ = writeln!(
-        tr,
-        "   Σ MXU {:.1} ns, Σ VPU {:.1} ns, Σ XLU {:.1} ns, Σ max(units) {:.1} ns",
-        est.mxu_ns, est.vpu_ns, est.xlu_ns, est.compute_ns
-    );
-    let _ = writeln!(
-        tr,
-        "\n5. Pipeline: Σ_steps max(compute, DMA×{:.3}) = {:.1} ns (DMA scaled to exclude prologue/epilogue){}",
-        steady_scale,
-        est.pipelined_ns,
-        if core_factor < 1.0 { format!(", megacore factor {core_factor:.3}") } else { String::new() }
-    );
-    let _ = writeln!(
-        tr,
-        "   prologue (first input DMA) {:.1} ns, epilogue (last output write) {:.1} ns",
-        est.prologue_ns, est.epilogue_ns
-    );
-    let _ = writeln!(
-        tr,
-        "   overheads: {} steps × {:.1} ns = {:.1} ns, launch {:.1} ns, MXU fill/drain {:.1} ns, host dispatch {:.1} ns",
-        est.steps_per_core, target.grid_step_overhead_ns, est.step_overhead_ns, est.launch_ns, est.mxu_fill_ns, est.dispatch_ns
-    );
-    let _ = writeln!(
-        tr,
-        "\n6. Total = pipelined + prologue + epilogue + overheads = {:.1} ns ({:.3} µs); bottleneck: {:?}",
-        est.total_ns,
-        est.total_ns / 1e3,
-        est.bottleneck
-    );
-    if est.flops > 0.0 && est.total_ns > 0.0 {
-        let _ = writeln!(
-            tr,
-            "   achieved {:.2} TFLOP/s = {:.1}% of the per-device peak",
-            est.flops / est.total_ns / 1e3,
-            100.0 * est.flops
-                / (est.total_ns * 1e-9)
-                / (target.core_peak_bf16() * f64::from(target.device_cores()))
-        );
-    }
-}
-
-/// Full derivation of the estimate in words and numbers (teaching view).
-/// Infeasible or invalid configs are explained too (the text ends with the reason).
+/// Full derivation of the estimate in words and numbers (teaching view): the text of
+/// [`derive`]. Infeasible or invalid configs are explained too (the text ends with the
+/// reason).
 pub fn explain(desc: &KernelDesc, cfg: &TileConfig, target: &TpuTarget) -> String {
-    let mut s = String::new();
-    if let Err(e) = evaluate(desc, cfg, target, Some(&mut s)) {
-        let _ = writeln!(s, "\nNot evaluable: {e}");
-    }
-    s
+    derive(desc, cfg, target).to_string()
 }
