@@ -73,25 +73,30 @@ fn tile_and_layout_files_are_deterministic_and_resumable() {
     let b = tempfile::tempdir().unwrap();
     let mlp = sample("mlp_train.hlo");
     let r18 = sample("resnet18_infer_b8.hlo");
-    for (dir, threads) in [(&a, "1"), (&b, "2")] {
+    let tile_args = |d: &str, configs: &str, threads: &str| -> Vec<String> {
+        vec![
+            "generate".to_string(),
+            "tile".into(),
+            mlp.clone(),
+            r18.clone(),
+            "--out".into(),
+            d.into(),
+            "--configs".into(),
+            configs.into(),
+            "--seed".into(),
+            "7".into(),
+            "--threads".into(),
+            threads.into(),
+            "--quiet".into(),
+            "--noise".into(),
+            "0.02".into(),
+        ]
+    };
+    let run_owned = |args: Vec<String>| run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (da, db) = (a.path().to_str().unwrap(), b.path().to_str().unwrap());
+    for (dir, d, threads) in [(&a, da, "1"), (&b, db, "2")] {
+        run_owned(tile_args(d, "30", threads));
         let d = dir.path().to_str().unwrap();
-        run(&[
-            "generate",
-            "tile",
-            &mlp,
-            &r18,
-            "--out",
-            d,
-            "--configs",
-            "30",
-            "--seed",
-            "7",
-            "--threads",
-            threads,
-            "--quiet",
-            "--noise",
-            "0.02",
-        ]);
         run(&[
             "generate",
             "layout",
@@ -125,32 +130,14 @@ fn tile_and_layout_files_are_deterministic_and_resumable() {
     }
     // Re-running with the same options skips the complete files (the thread count does
     // not change the bytes, so it is not part of what a manifest records).
-    let d = a.path().to_str().unwrap();
-    let tile_args = |configs: &'static str, noise: &'static str| {
-        vec![
-            "generate",
-            "tile",
-            &mlp,
-            &r18,
-            "--out",
-            d,
-            "--configs",
-            configs,
-            "--seed",
-            "7",
-            "--quiet",
-            "--noise",
-            noise,
-        ]
-    };
-    let out = run(&tile_args("30", "0.02"));
+    let out = run_owned(tile_args(da, "30", "1"));
     assert!(
         out.starts_with("2 modules, 0 files written, 43 skipped (already complete)"),
         "{out}"
     );
     // A changed option makes each module again, says why, and leaves no stale file.
     let before = npz_files(a.path());
-    let out = run(&tile_args("20", "0.02"));
+    let out = run_owned(tile_args(da, "20", "1"));
     assert!(
         out.starts_with("2 modules, 43 files written, 0 skipped"),
         "{out}"
@@ -173,7 +160,7 @@ fn tile_and_layout_files_are_deterministic_and_resumable() {
     // A file removed by hand is made again.
     let victim = a.path().join(listed[0]["file"].as_str().unwrap());
     std::fs::remove_file(&victim).unwrap();
-    let out = run(&tile_args("20", "0.02"));
+    let out = run_owned(tile_args(da, "20", "1"));
     assert!(out.contains("is missing"), "{out}");
     assert!(victim.is_file());
     // Layout files: the default configuration is row 0 and is not always the fastest;

@@ -2,7 +2,8 @@
 //! nodes are the layout evaluator's, in the order and with the node indices `generate
 //! layout` writes to `node_config_ids`; `--json` and the tables agree.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::process::Command;
 
 use serde_json::Value;
@@ -12,17 +13,7 @@ use tpusim::kernels::LoweredProgram;
 use tpusim::passes::{compile, configurable_nodes, CompilationConfig};
 use tpusim::tpu::{default_tile, TpuTarget};
 
-fn sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("hlo_samples")
-        .join(name)
-}
-
-fn load(name: &str) -> tpusim::ir::Module {
-    let p = sample(name);
-    let text = std::fs::read_to_string(&p).unwrap();
-    tpusim::hlo::parse_module(&p.display().to_string(), &text).unwrap()
-}
+use common::{load_sample as load, sample_path as sample};
 
 fn tpusim(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tpusim"))

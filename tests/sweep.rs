@@ -1,7 +1,9 @@
 //! `tpusim sweep`: tile sweeps are the cost model's estimates tile by tile, layout
 //! sweeps are whole-program recompilations, and the CLI writes CSV and SVG files.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
 use tpusim::dataset::layout_eval::recompiled_ns;
@@ -10,17 +12,7 @@ use tpusim::passes::{compile, CompilationConfig, LayoutEntry, NodeRef, PreparedM
 use tpusim::sweep::{layout_sweep, permutations, tile_sweep, SweepError, Tensor};
 use tpusim::tpu::{default_tile, estimate, tile_candidates, KernelDesc, TileConfig, TpuTarget};
 
-fn sample(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("hlo_samples")
-        .join(name)
-}
-
-fn load(name: &str) -> tpusim::ir::Module {
-    let p = sample(name);
-    let text = std::fs::read_to_string(&p).unwrap();
-    tpusim::hlo::parse_module(&p.display().to_string(), &text).unwrap()
-}
+use common::{load_sample as load, sample_path as sample};
 
 /// The first MXU kernel of ResNet-18 inference under the default configuration whose
 /// output dims all have a choice of tile (a 3×3 convolution), lowered.

@@ -100,6 +100,20 @@ pub fn sample_files() -> Vec<PathBuf> {
     )
 }
 
+/// `hlo_samples/NAME`.
+pub fn sample_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("hlo_samples")
+        .join(name)
+}
+
+/// The module of `hlo_samples/NAME` (text).
+pub fn load_sample(name: &str) -> tpusim::ir::Module {
+    let p = sample_path(name);
+    let text = std::fs::read_to_string(&p).unwrap();
+    tpusim::hlo::parse_module(&p.display().to_string(), &text).unwrap()
+}
+
 /// Whether `python3 -c CODE` runs successfully.
 pub fn python_has(code: &str) -> bool {
     std::process::Command::new("python3")
