@@ -424,7 +424,12 @@ fn layout_prefixes_compile_as_their_completion() {
     let m = module(TWO_CONVS);
     let text = |cfg: CompilationConfig| print_module(&compile(&m, &cfg).unwrap().module);
     let prefix = text(layout_cfg(&[("c1", &[3, 0], &[0], &[2, 3])]));
-    let full = text(layout_cfg(&[("c1", &[3, 0, 2, 1], &[0, 3, 2, 1], &[2, 3, 1, 0])]));
+    let full = text(layout_cfg(&[(
+        "c1",
+        &[3, 0, 2, 1],
+        &[0, 3, 2, 1],
+        &[2, 3, 1, 0],
+    )]));
     assert_eq!(prefix, full);
     assert_ne!(prefix, text(CompilationConfig::default()));
 }

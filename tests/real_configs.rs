@@ -101,7 +101,13 @@ fn every_real_layout_run_applies() {
     let csv = dir.path().join("F.csv");
     let start = std::time::Instant::now();
     let out = tpusim()
-        .args(["estimate", pb.to_str().unwrap(), "--runs", "--quiet", "--out"])
+        .args([
+            "estimate",
+            pb.to_str().unwrap(),
+            "--runs",
+            "--quiet",
+            "--out",
+        ])
         .arg(&csv)
         .output()
         .unwrap();
@@ -124,7 +130,8 @@ fn real_sample_layout_style() {
     let Some(shared) = common::shared("real_sample_layout_style") else {
         return;
     };
-    let mt = module_tuning(&shared.join("reference/tpugraphs_samples/module_tuning_data_layout.pb"));
+    let mt =
+        module_tuning(&shared.join("reference/tpugraphs_samples/module_tuning_data_layout.pb"));
     let s = styles(&mt);
     for (k, v) in &s {
         eprintln!("real sample, {k}: {}", v.shares());
@@ -150,7 +157,10 @@ fn real_sample_layout_style() {
             }
         }
     }
-    eprintln!("real sample: {} distinct convolution configurations", combos.len());
+    eprintln!(
+        "real sample: {} distinct convolution configurations",
+        combos.len()
+    );
     let most = combos.iter().max_by_key(|(_, &n)| n).unwrap();
     assert_eq!(most.0, &vec![vec![4, 0], vec![0, 4], vec![4, 3]]);
     assert_eq!(*most.1, 2085);
@@ -250,7 +260,11 @@ fn default_search_perturbs_in_the_real_style() {
         let RunConfig::Layout(l) = &run.config else {
             panic!()
         };
-        let set = l.nodes.iter().flat_map(|n| &n.tensors).filter(|t| !t.is_empty());
+        let set = l
+            .nodes
+            .iter()
+            .flat_map(|n| &n.tensors)
+            .filter(|t| !t.is_empty());
         assert!((1..=3).contains(&set.count()));
     }
 }

@@ -92,8 +92,7 @@ impl ConfigNode {
     /// ([`complete_layout`] against [`ConfigNode::default_m2m`]).
     pub fn completed(&self, choice: &NodeChoice) -> NodeChoice {
         let full = |c: &Option<Dims>, k: usize| {
-            c.as_ref()
-                .map(|p| complete_layout(p, &self.default_m2m[k]))
+            c.as_ref().map(|p| complete_layout(p, &self.default_m2m[k]))
         };
         NodeChoice {
             output: full(&choice.output, 0),

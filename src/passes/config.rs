@@ -47,8 +47,10 @@ impl std::fmt::Display for NodeRef {
     }
 }
 
-/// Layout of one configurable node: up to three `minor_to_major` lists. Empty (or all
-/// `-1`, TpuGraphs' padding) = compiler's choice. Trailing `-1` entries are ignored.
+/// Layout of one configurable node: up to three `minor_to_major` prefixes (the most-minor
+/// dims, most-minor first; any length up to the rank, a full permutation included), as
+/// TpuGraphs records them; the compiler completes them ([`complete_layout`]). Empty (or
+/// all `-1`, TpuGraphs' padding) = compiler's choice. Trailing `-1` entries are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutEntry {
@@ -196,8 +198,8 @@ pub struct TileEntry {
 ///
 /// [[layout]]
 /// node = "convolution.7"        # or a TpuGraphs node index: node = 812
-/// output = [3, 0, 2, 1]
-/// input = [0, 3, 2, 1]
+/// output = [3, 0, 2, 1]        # a full minor_to_major
+/// input = [0, 3]                # or a prefix: the most-minor dims, completed
 /// kernel = []                   # compiler's choice
 ///
 /// [[tile]]
@@ -267,9 +269,10 @@ impl CompilationConfig {
         toml::to_string(self).unwrap_or_default()
     }
 
-    /// A random layout configuration (the TpuGraphs `layout:*:random` search): every
-    /// configurable node gets, for each of its tensors, with probability 1/2 a uniformly
-    /// random permutation, else "compiler's choice". Deterministic in `seed`.
+    /// A random layout configuration for tests and benches: every configurable node
+    /// gets, for each of its tensors, with probability 1/2 a uniformly random full
+    /// permutation, else "compiler's choice". Deterministic in `seed`. (`tpusim generate
+    /// layout` samples in the real data's prefix style instead: `LayoutSampler`.)
     pub fn random_layouts(module: &Module, seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed);
         let mut layout = Vec::new();
@@ -781,7 +784,10 @@ output_bounds = [1, 8]
              prefix of a rank-3 tensor (dimension 3 does not exist)"
         );
         let e = check_layout(&n, "output", &[0, 1, 2, 3], Some(3), "").unwrap_err();
-        assert!(e.to_string().contains("4 entries for a rank-3 tensor"), "{e}");
+        assert!(
+            e.to_string().contains("4 entries for a rank-3 tensor"),
+            "{e}"
+        );
     }
 
     #[test]

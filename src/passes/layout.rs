@@ -87,7 +87,10 @@ fn default_leaves(s: &Shape) -> Leaves {
 
 /// Leaves of a shape as written (row-major where the text has none).
 fn written_leaves(s: &Shape) -> Leaves {
-    leaf_shapes(s).iter().map(|a| written_minor_to_major(a)).collect()
+    leaf_shapes(s)
+        .iter()
+        .map(|a| written_minor_to_major(a))
+        .collect()
 }
 
 /// The `minor_to_major` of an array as the module text writes it, row-major where the
@@ -113,12 +116,7 @@ pub fn written_minor_to_major(a: &ArrayShape) -> Dims {
 /// (distinct dims within the rank) — config resolution does that.
 pub fn complete_layout(prefix: &[i64], default_m2m: &[i64]) -> Dims {
     let mut out = Dims::from_slice(prefix);
-    out.extend(
-        default_m2m
-            .iter()
-            .copied()
-            .filter(|d| !prefix.contains(d)),
-    );
+    out.extend(default_m2m.iter().copied().filter(|d| !prefix.contains(d)));
     out
 }
 
