@@ -91,3 +91,47 @@ fn incremental_model_tracks_the_full_pipeline() {
         assert!(tau_jf > floor, "incremental vs recompiled: {tau_jf}");
     }
 }
+
+/// A layout prefix means one full layout everywhere: the evaluator completes it
+/// (`ConfigNode::completed`) as config resolution does for layout assignment, so the
+/// prefix configuration and its completion cost the same in both models.
+#[test]
+fn prefixes_complete_alike_in_the_evaluator_and_the_compiler() {
+    let m = resnet18();
+    let t = TpuTarget::v3();
+    let mut ev = LayoutEvaluator::new(&m, &t).unwrap();
+    let prepared = PreparedModule::new(&m).unwrap();
+    let d = |v: &[i64]| -> tpusim::ir::Dims { v.iter().copied().collect() };
+    let (i, conv) = ev
+        .nodes
+        .iter()
+        .enumerate()
+        .find(|(_, n)| n.opcode == tpusim::ir::Opcode::Convolution)
+        .unwrap();
+    // The sample writes row-major layouts: {3,2,1,0} is every tensor's default.
+    assert_eq!(
+        conv.default_m2m,
+        [d(&[3, 2, 1, 0]), d(&[3, 2, 1, 0]), d(&[3, 2, 1, 0])]
+    );
+    let mut prefix = vec![NodeChoice::default(); ev.nodes.len()];
+    prefix[i] = NodeChoice {
+        output: Some(d(&[0, 3])),
+        input: Some(d(&[1, 3])),
+        kernel: Some(d(&[2, 3])),
+    };
+    let full_choice = conv.completed(&prefix[i]);
+    assert_eq!(
+        full_choice,
+        NodeChoice {
+            output: Some(d(&[0, 3, 2, 1])),
+            input: Some(d(&[1, 3, 2, 0])),
+            kernel: Some(d(&[2, 3, 1, 0])),
+        }
+    );
+    let mut full = prefix.clone();
+    full[i] = full_choice;
+    assert_eq!(ev.runtime_ns(&prefix), ev.runtime_ns(&full));
+    let exact = |c: &[NodeChoice]| recompiled_ns(&prepared, &ev.compilation_config(c), &t).unwrap();
+    assert_eq!(exact(&prefix), exact(&full));
+    assert_ne!(exact(&prefix), ev.default_ns);
+}

@@ -418,13 +418,37 @@ ENTRY e {
 }
 
 #[test]
+fn layout_prefixes_compile_as_their_completion() {
+    // A prefix is completed with the remaining dims in the input module's order
+    // ({3,2,1,0} here): [3, 0] is {3,0,2,1}, [0] is {0,3,2,1}.
+    let m = module(TWO_CONVS);
+    let text = |cfg: CompilationConfig| print_module(&compile(&m, &cfg).unwrap().module);
+    let prefix = text(layout_cfg(&[("c1", &[3, 0], &[0], &[2, 3])]));
+    let full = text(layout_cfg(&[(
+        "c1",
+        &[3, 0, 2, 1],
+        &[0, 3, 2, 1],
+        &[2, 3, 1, 0],
+    )]));
+    assert_eq!(prefix, full);
+    assert_ne!(prefix, text(CompilationConfig::default()));
+}
+
+#[test]
 fn invalid_layout_configs_name_the_node() {
     let m = module(TWO_CONVS);
     let err = |cfg: CompilationConfig| compile(&m, &cfg).unwrap_err();
 
-    let e = err(layout_cfg(&[("c1", &[0, 1, 2], &[], &[])]));
+    let e = err(layout_cfg(&[("c1", &[0, 1, 2, 3, 1], &[], &[])]));
     assert!(matches!(e, CompileError::BadLayout { .. }), "{e}");
     assert!(e.to_string().contains("'c1'"), "{e}");
+    assert!(e.to_string().contains("5 entries for a rank-4"), "{e}");
+    let e = err(layout_cfg(&[("c1", &[3, 3], &[], &[])]));
+    assert_eq!(
+        e.to_string(),
+        "layout config for node 'c1' (#3): output layout [3, 3] is not a minor_to_major \
+         prefix of a rank-4 tensor (dimension 3 repeated)"
+    );
     let e = err(layout_cfg(&[("c1", &[0, 1, 2, 2], &[], &[])]));
     assert!(e.to_string().contains("repeated"), "{e}");
     let e = err(layout_cfg(&[("c1", &[], &[], &[0, 1, 2, 4])]));

@@ -20,8 +20,9 @@ pub struct TileSizeConfig {
     pub input_bounds: Vec<i64>,
 }
 
-/// One configurable node's layout choice: minor_to_major per tensor; `None` = "let the
-/// compiler choose" (all −1).
+/// One configurable node's layout choice: a minor_to_major prefix per tensor (the
+/// most-minor dims first, up to the whole permutation, written as given); `None` = "let
+/// the compiler choose" (all −1).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LayoutConfig {
     pub output: Option<Vec<i64>>,
@@ -71,7 +72,8 @@ pub fn tile_config_features(cfg: &TileSizeConfig) -> [f32; TILE_CONFIG_FEATURE_C
 }
 
 /// Write the 18 layout features (`FeaturizeLayoutConfig`): output 0..5, input 0..5,
-/// kernel 0..5, each the first 6 minor_to_major entries, −1 padded; `None` → six −1.
+/// kernel 0..5, each the tensor's list (a minor_to_major prefix, at most 6 entries), −1
+/// padded; `None` → six −1. `LayoutEntry::from_tpugraphs_row` reads a row back.
 pub fn write_layout_config_features(
     cfg: &LayoutConfig,
     out: &mut [f32; LAYOUT_CONFIG_FEATURE_COUNT],

@@ -362,9 +362,27 @@ fn random_perm(rng: &mut SplitMix64, rank: usize) -> Dims {
     v
 }
 
+/// A random `minor_to_major` prefix of two distinct dims, most-minor first (the whole
+/// permutation of a rank ≤ 2 tensor).
+fn random_minor_prefix(rng: &mut SplitMix64, rank: usize) -> Dims {
+    let mut v = random_perm(rng, rank);
+    v.truncate(2);
+    v
+}
+
 /// A deterministic stream of distinct layout configurations: the first is the
 /// compiler's default (all `None`); duplicates are recognised by a 64-bit hash, so the
 /// stream holds no configuration in memory and can be replayed from its seed.
+///
+/// Layouts are drawn in the style of real TpuGraphs data (a tensor's list is a
+/// `minor_to_major` prefix, completed by the compiler, [`crate::passes::complete_layout`]):
+/// a convolution's tensors (output, input, kernel) get a 2-dim minor prefix — two distinct
+/// dims, most-minor first — and so do a dot's (the real data has no dots; they are MXU ops
+/// like convolutions); a reshape's get full permutations. In the random search, as in
+/// the real sample's runs, every tensor of rank ≥ 2 of every node is set and a rank-1
+/// tensor (one possible layout) is `[0]` or empty with equal odds; the default search
+/// sets one to three tensors (rank ≥ 2) of random nodes and leaves the rest to the
+/// compiler.
 pub struct LayoutSampler {
     ranks: Vec<[usize; 3]>,
     has_kernel: Vec<bool>,
@@ -402,6 +420,15 @@ impl LayoutSampler {
         h.finish()
     }
 
+    /// One tensor's layout in the style of its node (see [`LayoutSampler`]).
+    fn draw(rng: &mut SplitMix64, rank: usize, mxu: bool) -> Dims {
+        if mxu {
+            random_minor_prefix(rng, rank)
+        } else {
+            random_perm(rng, rank)
+        }
+    }
+
     /// The next distinct configuration; `None` when 50 draws in a row repeat earlier ones.
     pub fn next_config(&mut self) -> Option<Vec<NodeChoice>> {
         let n = self.ranks.len();
@@ -418,9 +445,17 @@ impl LayoutSampler {
                 Search::Random => {
                     for (i, c) in cfg.iter_mut().enumerate() {
                         let [ro, ri, rk] = self.ranks[i];
-                        c.output = (ro > 0).then(|| random_perm(rng, ro));
-                        c.input = (ri > 0).then(|| random_perm(rng, ri));
-                        c.kernel = (rk > 0 && self.has_kernel[i]).then(|| random_perm(rng, rk));
+                        let mxu = self.has_kernel[i];
+                        // As in the real data: every tensor of rank ≥ 2 set; a rank-1
+                        // tensor, which has one layout, `[0]` or left empty.
+                        let mut pick = |rank: usize| match rank {
+                            0 => None,
+                            1 => (rng.below(2) == 0).then(|| Self::draw(rng, rank, mxu)),
+                            _ => Some(Self::draw(rng, rank, mxu)),
+                        };
+                        c.output = pick(ro);
+                        c.input = pick(ri);
+                        c.kernel = if mxu { pick(rk) } else { None };
                     }
                 }
                 Search::Default => {
@@ -432,7 +467,7 @@ impl LayoutSampler {
                         if rank < 2 || (which == 2 && !self.has_kernel[i]) {
                             continue;
                         }
-                        let p = random_perm(rng, rank);
+                        let p = Self::draw(rng, rank, self.has_kernel[i]);
                         match which {
                             0 => cfg[i].output = Some(p),
                             1 => cfg[i].input = Some(p),

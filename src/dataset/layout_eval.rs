@@ -32,11 +32,15 @@ use super::graph::GraphEncoding;
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
 use crate::kernels::{compile_program, LoweredProgram, TileOverrides};
 use crate::passes::{
-    compile, configurable_nodes, CompilationConfig, LayoutEntry, NodeRef, PreparedModule,
+    compile, complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig,
+    LayoutEntry, NodeRef, PreparedModule,
 };
 use crate::tpu::{default_tile, estimate, DimMap, KernelDesc, KernelKind, TpuTarget};
 
-/// A layout choice for one configurable node; `None` = the compiler's choice.
+/// A layout choice for one configurable node; `None` = the compiler's choice. Each list
+/// is a `minor_to_major` prefix, as TpuGraphs records it (the most-minor dims, most-minor
+/// first; a full permutation is the longest prefix); the evaluator completes it with
+/// [`complete_layout`] against [`ConfigNode::default_m2m`], as layout assignment does.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeChoice {
     pub output: Option<Dims>,
@@ -73,7 +77,8 @@ pub struct ConfigNode {
     pub opcode: Opcode,
     /// Ranks of output, operand 0 and operand 1 (0 when absent / not an array).
     pub ranks: [usize; 3],
-    /// Default minor_to_major of output, operand 0, operand 1 (from the original module).
+    /// Default minor_to_major of output, operand 0, operand 1: their layouts in the
+    /// original module ([`written_minor_to_major`]), which configured prefixes complete.
     pub default_m2m: [Dims; 3],
     /// Logical dims of output, operand 0, operand 1.
     dims: [Dims; 3],
@@ -86,6 +91,21 @@ pub struct ConfigNode {
     is_output: bool,
     /// Executions per program run of the node's kernel.
     mult: f64,
+}
+
+impl ConfigNode {
+    /// A choice with every configured prefix completed to a full `minor_to_major`
+    /// ([`complete_layout`] against [`ConfigNode::default_m2m`]).
+    pub fn completed(&self, choice: &NodeChoice) -> NodeChoice {
+        let full = |c: &Option<Dims>, k: usize| {
+            c.as_ref().map(|p| complete_layout(p, &self.default_m2m[k]))
+        };
+        NodeChoice {
+            output: full(&choice.output, 0),
+            input: full(&choice.input, 1),
+            kernel: full(&choice.kernel, 2),
+        }
+    }
 }
 
 /// Incremental evaluator of layout configurations of one module.
@@ -202,7 +222,7 @@ impl LayoutEvaluator {
             for k in 0..3 {
                 if let Some(a) = shape_of(k).and_then(|s| s.as_array()) {
                     ranks[k] = a.rank();
-                    default_m2m[k] = a.minor_to_major();
+                    default_m2m[k] = written_minor_to_major(a);
                     dims[k] = a.dims.clone();
                     elem_bits[k] = elem_bits_of(shape_of(k).unwrap_or(&ins.shape));
                 }
@@ -335,7 +355,9 @@ impl LayoutEvaluator {
             if choice.is_default() {
                 continue;
             }
-            let chosen = [&choice.output, &choice.input, &choice.kernel];
+            // The full layouts the compiler gives the configured prefixes.
+            let full = self.nodes[i].completed(choice);
+            let chosen = [&full.output, &full.input, &full.kernel];
             let keys = chosen.map(|c| c.as_deref().map(perm_key).unwrap_or(0));
             let mult = self.nodes[i].mult;
             // Copies on the edges where a chosen layout differs from the default one.
@@ -369,7 +391,7 @@ impl LayoutEvaluator {
                     Some(&t) => t,
                     None => {
                         let node = self.nodes[i].clone();
-                        let t = self.kernel_ns_with(&node, ki, choice);
+                        let t = self.kernel_ns_with(&node, ki, &full);
                         self.kernel_cache.insert(key, t);
                         t
                     }
@@ -380,7 +402,8 @@ impl LayoutEvaluator {
         total
     }
 
-    /// The node's kernel with its output / HBM operands in the chosen physical order.
+    /// The node's kernel with its output / HBM operands in the chosen physical order
+    /// (`choice` holds full, completed layouts).
     fn kernel_ns_with(&self, node: &ConfigNode, ki: usize, choice: &NodeChoice) -> f64 {
         let base = self.kernel_ns[ki];
         let mut desc = self.program.kernels[ki].lowered.desc.clone();

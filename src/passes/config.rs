@@ -8,7 +8,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use super::error::CompileError;
-use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
+use super::layout::{complete_layout, written_minor_to_major};
+use crate::ir::{CompId, Dims, InstrId, Module, Opcode, Shape};
 use crate::tpu::SplitMix64;
 
 /// Opcodes whose layouts a configuration may set.
@@ -46,8 +47,10 @@ impl std::fmt::Display for NodeRef {
     }
 }
 
-/// Layout of one configurable node: up to three `minor_to_major` lists. Empty (or all
-/// `-1`, TpuGraphs' padding) = compiler's choice. Trailing `-1` entries are ignored.
+/// Layout of one configurable node: up to three `minor_to_major` prefixes (the most-minor
+/// dims, most-minor first; any length up to the rank, a full permutation included), as
+/// TpuGraphs records them; the compiler completes them ([`complete_layout`]). Empty (or
+/// all `-1`, TpuGraphs' padding) = compiler's choice. Trailing `-1` entries are ignored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LayoutEntry {
@@ -195,8 +198,8 @@ pub struct TileEntry {
 ///
 /// [[layout]]
 /// node = "convolution.7"        # or a TpuGraphs node index: node = 812
-/// output = [3, 0, 2, 1]
-/// input = [0, 3, 2, 1]
+/// output = [3, 0, 2, 1]        # a full minor_to_major
+/// input = [0, 3]                # or a prefix: the most-minor dims, completed
 /// kernel = []                   # compiler's choice
 ///
 /// [[tile]]
@@ -266,9 +269,10 @@ impl CompilationConfig {
         toml::to_string(self).unwrap_or_default()
     }
 
-    /// A random layout configuration (the TpuGraphs `layout:*:random` search): every
-    /// configurable node gets, for each of its tensors, with probability 1/2 a uniformly
-    /// random permutation, else "compiler's choice". Deterministic in `seed`.
+    /// A random layout configuration for tests and benches: every configurable node
+    /// gets, for each of its tensors, with probability 1/2 a uniformly random full
+    /// permutation, else "compiler's choice". Deterministic in `seed`. (`tpusim generate
+    /// layout` samples in the real data's prefix style instead: `LayoutSampler`.)
     pub fn random_layouts(module: &Module, seed: u64) -> Self {
         let mut rng = SplitMix64::new(seed);
         let mut layout = Vec::new();
@@ -424,7 +428,8 @@ pub fn configurable_nodes(m: &Module) -> Vec<(CompId, InstrId, usize)> {
     out
 }
 
-/// A layout entry checked against the module: `None` = compiler's choice.
+/// A layout entry checked against the module and completed to full `minor_to_major`
+/// lists ([`complete_layout`]): `None` = compiler's choice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeLayout {
     pub output: Option<Dims>,
@@ -532,8 +537,11 @@ fn resolve_node(
     }
 }
 
-/// Check one `minor_to_major` list: trailing -1 removed, must be a permutation of 0..rank.
-fn check_perm(
+/// Check one configured layout (trailing -1 removed): a prefix of `minor_to_major` of any
+/// length 0..=rank — the most-minor dims, most-minor first, as TpuGraphs records them —
+/// whose dims are distinct and within the rank. `Ok(None)` for an empty list (compiler's
+/// choice); else the dims as given (completed later by [`complete_layout`]).
+fn check_layout(
     node: &dyn Fn() -> String,
     tensor: &'static str,
     raw: &[i64],
@@ -562,7 +570,7 @@ fn check_perm(
         rank,
         reason,
     };
-    if v.len() != rank {
+    if v.len() > rank {
         return Err(bad(format!("{} entries for a rank-{rank} tensor", v.len())));
     }
     let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::SmallVec::from_elem(false, rank);
@@ -576,6 +584,17 @@ fn check_perm(
         *s = true;
     }
     Ok(Some(Dims::from_slice(v)))
+}
+
+/// A checked layout of one tensor completed to a full `minor_to_major` against the
+/// tensor's default (its layout in the input module, [`written_minor_to_major`]).
+fn completed(prefix: Option<Dims>, shape: Option<&Shape>) -> Option<Dims> {
+    let prefix = prefix?;
+    let default = shape
+        .and_then(|s| s.as_array())
+        .map(written_minor_to_major)
+        .unwrap_or_default();
+    Some(complete_layout(&prefix, &default))
 }
 
 /// Resolve and validate the layout and fusion parts of a config against a module.
@@ -633,22 +652,32 @@ pub fn resolve<'m>(
         }
         // (a reshape's operand 1 rank is recorded as -1: it has no kernel tensor)
         let kernel_rank = usize::try_from(facts.ranks[2]).ok();
+        let operand_shape = |slot: usize| comp.operand(id, slot).map(|o| &*comp.instr(o).shape);
         let nl = NodeLayout {
-            output: check_perm(&label, "output", &e.output, out_rank, "")?,
-            input: check_perm(
-                &label,
-                "input",
-                &e.input,
-                usize::try_from(facts.ranks[1]).ok(),
-                "operand 0 is not an array",
-            )?,
-            kernel: check_perm(
-                &label,
-                "kernel",
-                &e.kernel,
-                kernel_rank,
-                "only convolution and dot have a kernel (operand 1) tensor",
-            )?,
+            output: completed(
+                check_layout(&label, "output", &e.output, out_rank, "")?,
+                Some(&ins().shape),
+            ),
+            input: completed(
+                check_layout(
+                    &label,
+                    "input",
+                    &e.input,
+                    usize::try_from(facts.ranks[1]).ok(),
+                    "operand 0 is not an array",
+                )?,
+                operand_shape(0),
+            ),
+            kernel: completed(
+                check_layout(
+                    &label,
+                    "kernel",
+                    &e.kernel,
+                    kernel_rank,
+                    "only convolution and dot have a kernel (operand 1) tensor",
+                )?,
+                operand_shape(1),
+            ),
         };
         if out.layout_of[i] != u32::MAX {
             return Err(CompileError::DuplicateLayout { node: label() });
@@ -718,18 +747,58 @@ output_bounds = [1, 8]
     }
 
     #[test]
-    fn permutation_check() {
+    fn layout_check_accepts_prefixes() {
+        let n = || "n".to_string();
         assert_eq!(
-            check_perm(&|| "n".to_string(), "output", &[-1, -1], Some(3), "").unwrap(),
+            check_layout(&n, "output", &[-1, -1], Some(3), "").unwrap(),
             None
         );
-        assert!(check_perm(&|| "n".to_string(), "output", &[0, 1], Some(3), "").is_err());
-        assert!(check_perm(&|| "n".to_string(), "output", &[0, 0, 1], Some(3), "").is_err());
-        assert!(check_perm(&|| "n".to_string(), "output", &[0, 1, 3], Some(3), "").is_err());
-        assert!(check_perm(&|| "n".to_string(), "kernel", &[0, 1], None, "no").is_err());
         assert_eq!(
-            check_perm(&|| "n".to_string(), "output", &[2, 0, 1, -1], Some(3), "").unwrap(),
+            check_layout(&n, "output", &[0, 1], Some(3), "").unwrap(),
+            Some(Dims::from_slice(&[0, 1]))
+        );
+        assert_eq!(
+            check_layout(&n, "output", &[4, 0, -1, -1, -1, -1], Some(5), "").unwrap(),
+            Some(Dims::from_slice(&[4, 0]))
+        );
+        assert_eq!(
+            check_layout(&n, "output", &[2, 0, 1, -1], Some(3), "").unwrap(),
             Some(Dims::from_slice(&[2, 0, 1]))
         );
+        assert!(check_layout(&n, "kernel", &[0, 1], None, "no").is_err());
+    }
+
+    #[test]
+    fn layout_check_rejects_repeated_and_missing_dims() {
+        let n = || "'conv' (#3)".to_string();
+        let e = check_layout(&n, "input", &[0, 0], Some(3), "").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "layout config for node 'conv' (#3): input layout [0, 0] is not a minor_to_major \
+             prefix of a rank-3 tensor (dimension 0 repeated)"
+        );
+        let e = check_layout(&n, "kernel", &[1, 3], Some(3), "").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "layout config for node 'conv' (#3): kernel layout [1, 3] is not a minor_to_major \
+             prefix of a rank-3 tensor (dimension 3 does not exist)"
+        );
+        let e = check_layout(&n, "output", &[0, 1, 2, 3], Some(3), "").unwrap_err();
+        assert!(
+            e.to_string().contains("4 entries for a rank-3 tensor"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn prefixes_complete_in_default_order() {
+        let c = |p: &[i64], d: &[i64]| complete_layout(p, d).to_vec();
+        assert_eq!(c(&[4, 0], &[4, 3, 2, 1, 0]), vec![4, 0, 3, 2, 1]);
+        assert_eq!(c(&[0, 4], &[4, 3, 2, 1, 0]), vec![0, 4, 3, 2, 1]);
+        assert_eq!(c(&[4, 3], &[3, 0, 2, 1, 4]), vec![4, 3, 0, 2, 1]);
+        assert_eq!(c(&[], &[1, 0]), vec![1, 0]);
+        assert_eq!(c(&[0, 2, 1], &[2, 1, 0]), vec![0, 2, 1]);
+        assert_eq!(c(&[0], &[0]), vec![0]);
+        assert_eq!(c(&[], &[]), Vec::<i64>::new());
     }
 }

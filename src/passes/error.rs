@@ -52,8 +52,9 @@ pub enum CompileError {
     #[error("layout config for node {node} is given twice")]
     DuplicateLayout { node: String },
 
-    /// A layout that is not a permutation of the tensor's dimensions.
-    #[error("layout config for node {node}: {tensor} layout {layout:?} is not a permutation of 0..{rank} ({reason})")]
+    /// A layout that is not a `minor_to_major` prefix of the tensor's dimensions (a dim
+    /// repeated or out of range, or more entries than the rank).
+    #[error("layout config for node {node}: {tensor} layout {layout:?} is not a minor_to_major prefix of a rank-{rank} tensor ({reason})")]
     BadLayout {
         node: String,
         tensor: &'static str,

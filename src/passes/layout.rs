@@ -89,15 +89,35 @@ fn default_leaves(s: &Shape) -> Leaves {
 fn written_leaves(s: &Shape) -> Leaves {
     leaf_shapes(s)
         .iter()
-        .map(|a| {
-            let m = a.minor_to_major();
-            if tiling::is_permutation(&m, a.rank()) {
-                m
-            } else {
-                row_major(a.rank())
-            }
-        })
+        .map(|a| written_minor_to_major(a))
         .collect()
+}
+
+/// The `minor_to_major` of an array as the module text writes it, row-major where the
+/// text has none (or one that is not a permutation of its dims). This is the *default*
+/// layout a configured layout prefix is completed against ([`complete_layout`]), in
+/// layout assignment and in the incremental layout evaluator alike.
+pub fn written_minor_to_major(a: &ArrayShape) -> Dims {
+    let m = a.minor_to_major();
+    if tiling::is_permutation(&m, a.rank()) {
+        m
+    } else {
+        row_major(a.rank())
+    }
+}
+
+/// The full `minor_to_major` the compiler gives a tensor whose configured layout is
+/// `prefix` (the most-minor dims, most-minor first, as TpuGraphs records them): the
+/// prefix's dims, then the dims of `default_m2m` (the tensor's default layout, see
+/// [`written_minor_to_major`]) that the prefix does not name, in their default relative
+/// order. A full permutation is returned as is; an empty prefix gives the default.
+///
+/// `[4, 0]` with default `{4,3,2,1,0}` → `{4,0,3,2,1}`. The prefix must have been checked
+/// (distinct dims within the rank) — config resolution does that.
+pub fn complete_layout(prefix: &[i64], default_m2m: &[i64]) -> Dims {
+    let mut out = Dims::from_slice(prefix);
+    out.extend(default_m2m.iter().copied().filter(|d| !prefix.contains(d)));
+    out
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

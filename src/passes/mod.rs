@@ -31,7 +31,7 @@ pub use kernel::{
     BodyAttrs, BodyInstr, BodyNode, CallSite, Kernel, KernelBodies, KernelBody, KernelKind,
     PhysicalShape,
 };
-pub use layout::LayoutStats;
+pub use layout::{complete_layout, written_minor_to_major, LayoutStats};
 
 use serde::Serialize;
 

@@ -188,17 +188,17 @@ impl NodeLayout {
         self.tensors.get(i).map_or(&[], Vec::as_slice)
     }
 
-    /// Minor-to-major of the output (empty = compiler's choice).
+    /// Minor-to-major prefix of the output, most-minor first (empty = compiler's choice).
     pub fn output(&self) -> &[i64] {
         self.tensor(0)
     }
 
-    /// Minor-to-major of operand 0, the input (empty = compiler's choice).
+    /// Minor-to-major prefix of operand 0, the input (empty = compiler's choice).
     pub fn input(&self) -> &[i64] {
         self.tensor(1)
     }
 
-    /// Minor-to-major of operand 1, the kernel (empty = compiler's choice).
+    /// Minor-to-major prefix of operand 1, the kernel (empty = compiler's choice).
     pub fn kernel(&self) -> &[i64] {
         self.tensor(2)
     }
