@@ -172,11 +172,8 @@ ENTRY %main (x: bf16[8,128,768], w: bf16[768,3072], y: bf16[4,64,32], z: bf16[4,
     );
     // a 256-row tile reads 2 × 128 rows, not 8 × 128
     let t = TpuTarget::v3();
-    let cfg = TileConfig {
-        output_bounds: vec![256, 1024],
-        kernel_bounds: vec![768, 1024],
-        input_bounds: vec![],
-    };
+    // 256 rows × 1024 columns of output, all 768 of K (in elements).
+    let cfg = TileConfig::from_sizes(&d, &[256, 1024, 768]);
     let e = estimate(&d, &cfg, &t).unwrap();
     let lhs_bytes = 1024.0 * 768.0 * 2.0;
     let rhs_bytes = 768.0 * 3072.0 * 2.0;

@@ -268,3 +268,224 @@ fn default_search_perturbs_in_the_real_style() {
         assert!((1..=3).contains(&set.count()));
     }
 }
+
+// ---- Tile configurations (spec §3): bounds count tiles of the physical tiled shape of
+// the kernel's iteration-space tensor.
+
+fn sample_tiles_pb(shared: &Path) -> std::path::PathBuf {
+    shared.join("reference/tpugraphs_samples/op_tuning_data.pb")
+}
+
+/// The one kernel of a tile-sample module, as the cost model sees it.
+fn kernel_desc(mt: &ModuleTuning) -> Option<tpusim::tpu::KernelDesc> {
+    let m = mt.module_ir().unwrap().unwrap();
+    let c = tpusim::passes::compile(&m, &tpusim::passes::CompilationConfig::default()).unwrap();
+    let p = tpusim::kernels::LoweredProgram::new(&c.module).unwrap();
+    let root = c
+        .module
+        .entry()
+        .instr(c.module.entry().root)
+        .name
+        .to_string();
+    p.kernels
+        .iter()
+        .find(|k| k.lowered.desc.name == root)
+        .map(|k| k.lowered.desc.clone())
+}
+
+/// Every run's bounds have the rank of the tensor they tile and lie within its extents
+/// in tiles.
+fn assert_bounds_fit(desc: &tpusim::tpu::KernelDesc, t: &tpusim::proto::TileConfig, what: &str) {
+    use tpusim::tpu::{bounds_tensor, tile_extents};
+    let within = |b: &[i64], e: &[i64]| {
+        b.len() == e.len() && b.iter().zip(e).all(|(&b, &e)| 1 <= b && b <= e)
+    };
+    if !t.output_bounds.is_empty() {
+        let ext = tile_extents(bounds_tensor(desc).0);
+        assert!(
+            within(&t.output_bounds, &ext),
+            "{what}: output_bounds {:?} of extents {ext:?}",
+            t.output_bounds
+        );
+    }
+    if !t.kernel_bounds.is_empty() {
+        let k = &desc.inputs[desc
+            .kernel_operand
+            .expect("kernel_bounds need a kernel operand")];
+        let ext = tile_extents(&k.tensor);
+        assert!(
+            within(&t.kernel_bounds, &ext),
+            "{what}: kernel_bounds {:?} of extents {ext:?}",
+            t.kernel_bounds
+        );
+    }
+    assert!(
+        t.input_bounds.is_empty() && t.iteration_bounds.is_empty(),
+        "{what}"
+    );
+}
+
+/// `tpusim estimate` predicts all 876 runs of the two real samples (122 layout, 754
+/// tile), none refused; and every tile run's bounds fit the iteration-space tensor.
+#[test]
+fn every_run_of_both_real_samples_is_predicted() {
+    let Some(shared) = common::shared("every_run_of_both_real_samples_is_predicted") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("F.csv");
+    let out = tpusim()
+        .arg("estimate")
+        .arg(shared.join("reference/tpugraphs_samples/module_tuning_data_layout.pb"))
+        .arg(sample_tiles_pb(&shared))
+        .args(["--runs", "--quiet", "--out"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.trim(),
+        format!(
+            "876 runs written to {} (0 could not be applied)",
+            csv.display()
+        )
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 876);
+    // Every run costs time, except those of the three reshape kernels (#12–#14), which
+    // the compiler takes as bitcasts of the physical layout: no kernel runs (0 ns).
+    for r in &rows {
+        let ns: u64 = r.rsplit(',').next().unwrap().parse().unwrap();
+        let reshape = [
+            "op_tuning_data#12,",
+            "op_tuning_data#13,",
+            "op_tuning_data#14,",
+        ]
+        .iter()
+        .any(|p| r.starts_with(p));
+        assert_eq!(ns == 0, reshape, "{r}");
+    }
+    let Tuning::Set(set) = read_tuning_file(&sample_tiles_pb(&shared)).unwrap() else {
+        panic!("the tile sample is a TuningData set");
+    };
+    let mut runs = 0;
+    for mt in &set.modules {
+        let Some(desc) = kernel_desc(mt) else {
+            continue;
+        };
+        for (j, r) in mt.runs.iter().enumerate() {
+            if let RunConfig::Tile(Some(t)) = &r.config {
+                assert_bounds_fit(&desc, t, &format!("{} run {j}", desc.name));
+                runs += 1;
+            }
+        }
+    }
+    // 754 runs less the 7 of the three reshape kernels, which have no kernel to tile.
+    assert_eq!(runs, 747);
+}
+
+/// What `generate tile` writes from the sample's 12 non-reshape kernels has the real
+/// semantics: every row's bounds have the iteration-space rank and lie within its tile
+/// extents; and tpusim's own default tile, chosen by the model, is printed beside the
+/// sample's `is_default` configuration (compared blind: the model is not fitted to it).
+#[test]
+fn generated_tile_rows_have_the_real_bounds() {
+    let Some(shared) = common::shared("generated_tile_rows_have_the_real_bounds") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = tpusim()
+        .arg("generate")
+        .arg("tile")
+        .arg(sample_tiles_pb(&shared))
+        .args(["--configs", "40", "--pb", "--quiet", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("15 modules, 12 files written"),
+        "{stdout}"
+    );
+    let mut pbs = Vec::new();
+    for split in ["train", "valid", "test"] {
+        pbs.extend(common::files_with_suffix(
+            &dir.path().join("pb/tile/xla").join(split),
+            ".pb",
+        ));
+    }
+    assert_eq!(pbs.len(), 12);
+    let mut rows = 0;
+    for pb in &pbs {
+        let mt = module_tuning(pb);
+        let desc = kernel_desc(&mt).unwrap();
+        for (j, r) in mt.runs.iter().enumerate() {
+            let RunConfig::Tile(Some(t)) = &r.config else {
+                panic!("{} run {j}: no tile", pb.display())
+            };
+            assert_bounds_fit(&desc, t, &format!("{} run {j}", pb.display()));
+            rows += 1;
+        }
+    }
+    assert!(rows > 200, "{rows} rows");
+    // The default tiles, side by side.
+    let Tuning::Set(set) = read_tuning_file(&sample_tiles_pb(&shared)).unwrap() else {
+        panic!("the tile sample is a TuningData set");
+    };
+    let target = tpusim::tpu::TpuTarget::v3();
+    let (mut kernels, mut same) = (0, 0);
+    eprintln!(
+        "{:<12} {:<34} {:<34}",
+        "kernel", "sample default (out / kernel)", "tpusim default (out / kernel)"
+    );
+    for mt in &set.modules {
+        let Some(desc) = kernel_desc(mt) else {
+            continue;
+        };
+        let Some(RunConfig::Tile(Some(theirs))) =
+            mt.runs.iter().find(|r| r.is_default).map(|r| &r.config)
+        else {
+            continue;
+        };
+        if theirs.output_bounds.is_empty() {
+            continue; // the reshape kernels: empty configs only
+        }
+        let ours = tpusim::tpu::default_tile(&desc, &target);
+        kernels += 1;
+        let agree = ours.output_bounds == theirs.output_bounds
+            && ours.kernel_bounds == theirs.kernel_bounds;
+        same += usize::from(agree);
+        eprintln!(
+            "{:<12} {:<34} {:<34} {}",
+            desc.name,
+            format!("{:?} / {:?}", theirs.output_bounds, theirs.kernel_bounds),
+            format!("{:?} / {:?}", ours.output_bounds, ours.kernel_bounds),
+            if agree { "same" } else { "" }
+        );
+        assert_eq!(
+            ours.output_bounds.len(),
+            theirs.output_bounds.len(),
+            "{}",
+            desc.name
+        );
+        assert_eq!(
+            ours.kernel_bounds.len(),
+            theirs.kernel_bounds.len(),
+            "{}",
+            desc.name
+        );
+    }
+    eprintln!("{same} of {kernels} default tiles agree exactly");
+    assert_eq!(kernels, 12);
+}

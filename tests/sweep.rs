@@ -64,7 +64,15 @@ fn tile_sweep_rows_are_the_models_estimates() {
         for r in rows {
             let mut tile = s.default_tile.clone();
             tile[d] = r.tile;
-            let direct = estimate(&desc, &TileConfig::from_sizes(&desc, &tile), &t);
+            let cfg = TileConfig::from_sizes(&desc, &tile);
+            // The row's configuration is in tiles: its bound for the swept dim counts
+            // the tiles of the element size the row names.
+            assert_eq!(r.config, cfg);
+            let (field, tiles) = r.bound.clone().expect("every swept dim has a bound");
+            let (f, j) = tpusim::tpu::bound_of_dim(&desc, d).unwrap();
+            assert_eq!(field, format!("{f}[{j}]"));
+            assert_eq!(Some(tiles), cfg.bound(f, j));
+            let direct = estimate(&desc, &cfg, &t);
             match (&r.estimate, direct) {
                 (Some(e), Ok(x)) => {
                     assert_eq!(e.total_ns, x.total_ns);
@@ -102,7 +110,7 @@ fn tile_sweep_rows_are_the_models_estimates() {
     ));
     let csv = s.to_csv();
     assert_eq!(csv.lines().count(), s.rows.len() + 1);
-    assert!(csv.starts_with("kernel,dim,label,extent,tile,default,fits_vmem,total_ns,"));
+    assert!(csv.starts_with("kernel,dim,label,extent,tile,bound,tiles,default,fits_vmem,total_ns,"));
 }
 
 #[test]

@@ -72,11 +72,8 @@ fn predict_rows(v: &Value) -> Vec<Row> {
         };
         let desc = KernelDesc::matmul(&id, 1, mm, kk, nn, 16, 16, MxuPrecision::Bf16).unwrap();
         let cfg = match block {
-            Some([bm, bk, bn]) => TileConfig {
-                output_bounds: vec![bm, bn],
-                kernel_bounds: vec![bk, bn],
-                input_bounds: vec![],
-            },
+            // The Pallas block in elements, as tile counts.
+            Some([bm, bk, bn]) => TileConfig::from_sizes(&desc, &[bm, bn, bk]),
             None => TileConfig::default(),
         };
         let est = estimate(&desc, &cfg, target).unwrap();

@@ -4,8 +4,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use tpusim::tpu::{
-    default_tile, enumerate_tiles, estimate, explain, sample_tiles, Bottleneck, Conv2dShape,
-    KernelDesc, ModelError, MxuPrecision, OpCounts, TileConfig, TpuTarget,
+    default_tile, enumerate_tiles, estimate, explain, sample_tiles, tile_sizes, Bottleneck,
+    Conv2dShape, KernelDesc, ModelError, MxuPrecision, OpCounts, TileConfig, TpuTarget,
 };
 
 // ---- allocation counter (per thread, so parallel tests do not interfere) ----
@@ -32,12 +32,10 @@ fn mm(m: i64, k: i64, n: i64) -> KernelDesc {
     KernelDesc::matmul("mm", 1, m, k, n, 16, 16, MxuPrecision::Bf16).unwrap()
 }
 
-fn blocks(bm: i64, bk: i64, bn: i64) -> TileConfig {
-    TileConfig {
-        output_bounds: vec![bm, bn],
-        kernel_bounds: vec![bk, bn],
-        input_bounds: vec![],
-    }
+/// The tile config of a Pallas-style matmul block (bm × bk × bn elements): tile counts
+/// over the output and the right-hand side (`TileConfig`).
+fn blocks(d: &KernelDesc, bm: i64, bk: i64, bn: i64) -> TileConfig {
+    TileConfig::from_sizes(d, &[bm, bn, bk])
 }
 
 #[test]
@@ -47,7 +45,7 @@ fn bigger_tiles_cut_refetch_until_vmem_runs_out() {
     let mut prev_bytes = f64::INFINITY;
     let mut prev_time = f64::INFINITY;
     for s in [128, 256, 512, 1024] {
-        let e = estimate(&d, &blocks(s, 512, s), &t).unwrap();
+        let e = estimate(&d, &blocks(&d, s, 512, s), &t).unwrap();
         // spec §5.2: s_in·(M·K·N/bn + K·N·M/bm) + s_out·M·N
         let expect = 2.0 * (8192f64.powi(3) / s as f64 * 2.0) + 2.0 * 8192f64.powi(2);
         assert!(
@@ -64,7 +62,7 @@ fn bigger_tiles_cut_refetch_until_vmem_runs_out() {
         prev_bytes = e.hbm_bytes;
         prev_time = e.total_ns;
     }
-    match estimate(&d, &blocks(2048, 512, 2048), &t) {
+    match estimate(&d, &blocks(&d, 2048, 512, 2048), &t) {
         Err(ModelError::Infeasible { needed, available }) => {
             // 2·(2048·512·2)·2 + 2·2048²·2 + 2048²·4 = 40 MiB
             assert_eq!(needed, 40 << 20);
@@ -72,7 +70,7 @@ fn bigger_tiles_cut_refetch_until_vmem_runs_out() {
         }
         other => panic!("expected Infeasible, got {other:?}"),
     }
-    assert!(explain(&d, &blocks(2048, 512, 2048), &t).contains("INFEASIBLE"));
+    assert!(explain(&d, &blocks(&d, 2048, 512, 2048), &t).contains("INFEASIBLE"));
 }
 
 #[test]
@@ -80,7 +78,7 @@ fn full_k_block_reads_lhs_once() {
     // bk = K with N fastest: the LHS block is reused across j (copy skipped).
     let t = TpuTarget::v5e();
     let d = mm(4096, 1024, 4096);
-    let e = estimate(&d, &blocks(512, 1024, 512), &t).unwrap();
+    let e = estimate(&d, &blocks(&d, 512, 1024, 512), &t).unwrap();
     let expect = 2.0 * (4096.0 * 1024.0 + 1024.0 * 4096.0 * 8.0) + 2.0 * 4096.0 * 4096.0;
     assert!(
         (e.hbm_bytes - expect).abs() < 1.0,
@@ -208,7 +206,7 @@ fn lane_reduction_costs_more_than_major_reduction() {
 #[test]
 fn int8_is_twice_as_fast_on_v5e_only() {
     let mk = |p| KernelDesc::matmul("q", 1, 4096, 4096, 4096, 8, 32, p).unwrap();
-    let cfg = blocks(512, 512, 512);
+    let cfg = blocks(&mk(MxuPrecision::Bf16), 512, 512, 512);
     for (t, ratio) in [(TpuTarget::v5e(), 2.0), (TpuTarget::v3(), 1.0)] {
         let b = estimate(&mk(MxuPrecision::Bf16), &cfg, &t).unwrap();
         let i = estimate(&mk(MxuPrecision::Int8), &cfg, &t).unwrap();
@@ -223,7 +221,7 @@ fn int8_is_twice_as_fast_on_v5e_only() {
 #[test]
 fn megacore_splits_parallel_tiles() {
     let d = mm(8192, 8192, 8192);
-    let cfg = blocks(1024, 512, 1024);
+    let cfg = blocks(&d, 1024, 512, 1024);
     let mut v4 = TpuTarget::v4();
     let one = {
         v4.megacore = false;
@@ -240,7 +238,7 @@ fn megacore_splits_parallel_tiles() {
 fn evaluation_allocates_nothing() {
     let t = TpuTarget::v3();
     let d = mm(4096, 4096, 4096);
-    let cfg = blocks(512, 1024, 512);
+    let cfg = blocks(&d, 512, 1024, 512);
     let conv = KernelDesc::conv2d(
         "conv",
         Conv2dShape {
@@ -263,7 +261,7 @@ fn evaluation_allocates_nothing() {
     let red = KernelDesc::reduction("r", &[1000, 3000], &[1], 32, OpCounts::cheap(1.0)).unwrap();
     let rcfg = default_tile(&red, &t);
     let empty = TileConfig::default();
-    let too_big = blocks(4096, 4096, 4096);
+    let too_big = blocks(&d, 4096, 4096, 4096);
     let before = allocs();
     let mut s = 0.0;
     for _ in 0..10 {
@@ -284,9 +282,11 @@ fn default_tile_fits_and_is_aligned() {
         let cfg = default_tile(&d, &t);
         let e = estimate(&d, &cfg, &t).unwrap();
         assert!(e.vmem_bytes <= t.vmem_limit_bytes);
+        // N and K tiles in elements are multiples of the MXU width.
         let a = i64::from(t.mxu_size);
-        assert_eq!(cfg.output_bounds[1] % a, 0, "{}: {cfg:?}", t.name);
-        assert_eq!(cfg.kernel_bounds[0] % a, 0, "{}: {cfg:?}", t.name);
+        let sizes = tile_sizes(&d, &cfg, &t).unwrap();
+        assert_eq!(sizes[1] % a, 0, "{}: {cfg:?} {sizes:?}", t.name);
+        assert_eq!(sizes[2] % a, 0, "{}: {cfg:?} {sizes:?}", t.name);
         // default is within 25 % of the best enumerated config
         let best = enumerate_tiles(&d, &t, 100_000)
             .iter()
@@ -304,7 +304,7 @@ fn default_tile_fits_and_is_aligned() {
     let t = TpuTarget::v5e();
     assert_eq!(
         default_tile(&mm(4096, 4096, 4096), &t),
-        blocks(1024, 512, 1024)
+        blocks(&mm(4096, 4096, 4096), 1024, 512, 1024)
     );
 }
 
@@ -351,12 +351,18 @@ fn sampling_is_deterministic_and_feasible() {
 fn bad_configs_are_errors_not_clamped() {
     let t = TpuTarget::v3();
     let d = mm(1024, 1024, 1024);
-    let e = estimate(&d, &blocks(2048, 128, 128), &t).unwrap_err();
+    // bf16 [1024, 1024] output: (128, 8) tiles of (8, 128).
+    let counts = |output_bounds: Vec<i64>| TileConfig {
+        output_bounds,
+        ..Default::default()
+    };
+    let e = estimate(&d, &counts(vec![129, 1]), &t).unwrap_err();
     assert!(matches!(
         e,
         ModelError::BoundOutOfRange {
             field: "output_bounds",
-            value: 2048,
+            value: 129,
+            extent: 128,
             ..
         }
     ));
@@ -378,6 +384,10 @@ fn bad_configs_are_errors_not_clamped() {
             ..
         }
     ));
-    let e = estimate(&d, &blocks(0, 128, 128), &t).unwrap_err();
-    assert!(e.to_string().contains("outside 1..=1024"));
+    let e = estimate(&d, &counts(vec![1, 0]), &t).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("`output_bounds[1]` = 0 is outside 1..=8"),
+        "{e}"
+    );
 }

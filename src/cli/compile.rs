@@ -30,8 +30,9 @@ pub struct CompileArgs {
 
 #[derive(Args, Debug)]
 pub struct EstimateArgs {
-    /// HLO module file.
-    pub file: PathBuf,
+    /// HLO module file; with --runs, one or more TpuGraphs tuning files (.pb).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
     /// TPU target: v2, v3, v4, v5e, v5p, v6e, or a JSON/TOML target file.
     #[arg(long, default_value = "v3")]
     pub tpu: String,
@@ -147,21 +148,24 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
             anyhow::bail!("--runs needs --out FILE.csv");
         };
         let progress = !a.quiet;
-        let (rows, failed) = super::replay::replay(&a.file, &t, out, progress)?;
+        let (rows, failed) = super::replay::replay(&a.files, &t, out, progress)?;
         outln!(
             "{rows} runs written to {} ({failed} could not be applied)",
             out.display()
         )?;
         return Ok(if rows > 0 && failed == rows { 1 } else { 0 });
     }
-    let Some(c) = compiled(&a.file, &a.config)? else {
+    let [file] = a.files.as_slice() else {
+        anyhow::bail!("estimate takes one FILE (several only with --runs)");
+    };
+    let Some(c) = compiled(file, &a.config)? else {
         return Ok(1);
     };
     let p = LoweredProgram::new(&c.module)?;
     let e = match p.estimate(&t, &tile_overrides(&c.kernels)) {
         Ok(e) => e,
         Err(err) => {
-            eprintln!("{}: error: {err}", a.file.display());
+            eprintln!("{}: error: {err}", file.display());
             return Ok(1);
         }
     };
@@ -171,7 +175,7 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
     }
     outln!(
         "{}: {:.3} ms on {} ({} kernels)",
-        a.file.display(),
+        file.display(),
         e.total_ns / 1e6,
         t.name,
         e.kernels.len()

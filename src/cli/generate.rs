@@ -104,14 +104,24 @@ fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     for f in files {
         let mods = load_modules(&f, false).map_err(|e| anyhow::anyhow!("{e}"))?;
-        for m in mods {
-            let stem = f
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let stem = stem.strip_suffix(".hlo").unwrap_or(&stem).to_string();
+        let stem = f
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = [".hlo.pb", ".hlo", ".pb"]
+            .iter()
+            .find_map(|x| stem.strip_suffix(x))
+            .unwrap_or(&stem)
+            .replace(['/', ' ', '#'], "_");
+        // A file of several modules (a TuningData set): one name each, by position.
+        let many = mods.len() > 1;
+        for (k, m) in mods.into_iter().enumerate() {
             out.push(Input {
-                name: stem.replace(['/', ' '], "_"),
+                name: if many {
+                    format!("{stem}_{k}")
+                } else {
+                    stem.clone()
+                },
                 module: m.module,
             });
         }

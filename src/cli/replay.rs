@@ -91,34 +91,40 @@ pub fn predict_runs(
         .collect())
 }
 
-/// Write the CSV for a tuning file; returns the number of rows and of failed runs.
-/// `progress`: show progress on stderr ([`crate::progress`]).
+/// Write one CSV for the tuning files `files`, in order; returns the number of rows and
+/// of failed runs. `progress`: show progress on stderr ([`crate::progress`]).
 pub fn replay(
-    file: &Path,
+    files: &[std::path::PathBuf],
     target: &TpuTarget,
     out: &Path,
     progress: bool,
 ) -> Result<(usize, usize)> {
-    let tuning = read_tuning_file(file)?;
-    let stem = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let stem = stem.strip_suffix(".pb").unwrap_or(&stem).to_string();
-    let modules: Vec<(String, &ModuleTuning)> = match &tuning {
-        Tuning::Module(m) => vec![(stem.clone(), m)],
-        Tuning::Set(s) => s
-            .modules
-            .iter()
-            .enumerate()
-            .map(|(k, m)| (format!("{stem}#{k}"), m))
-            .collect(),
-    };
-    let total: usize = modules.iter().map(|(_, m)| m.runs.len()).sum();
+    let mut tunings = Vec::with_capacity(files.len());
+    for file in files {
+        tunings.push((file, read_tuning_file(file)?));
+    }
+    let mut modules: Vec<(&Path, String, &ModuleTuning)> = Vec::new();
+    for (file, tuning) in &tunings {
+        let stem = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = stem.strip_suffix(".pb").unwrap_or(&stem).to_string();
+        match tuning {
+            Tuning::Module(m) => modules.push((file.as_path(), stem.clone(), m)),
+            Tuning::Set(s) => modules.extend(
+                s.modules
+                    .iter()
+                    .enumerate()
+                    .map(|(k, m)| (file.as_path(), format!("{stem}#{k}"), m)),
+            ),
+        }
+    }
+    let total: usize = modules.iter().map(|(_, _, m)| m.runs.len()).sum();
     let bar = progress_bar(progress, total as u64, "runs");
     let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
     let (mut rows, mut failed) = (0, 0);
-    for (id, m) in modules {
+    for (file, id, m) in modules {
         for (j, r) in predict_runs(m, target, &bar)?.into_iter().enumerate() {
             rows += 1;
             match r {

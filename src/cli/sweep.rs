@@ -144,6 +144,7 @@ fn tile(a: TileArgs) -> Result<i32> {
         outln!("{}", serde_json::to_string_pretty(&s)?)?;
         return Ok(0);
     }
+    let list = |v: &[i64]| format!("{v:?}");
     outln!(
         "{}: kernel {} on {}: default tile {:?} ({:.3} us)",
         c.file.display(),
@@ -153,11 +154,18 @@ fn tile(a: TileArgs) -> Result<i32> {
         s.default_ns / 1e3
     )?;
     outln!(
-        "{:<4} {:<12} {:>8} {:>8} {:>12} {:>12} {:>10} {:>12}  bottleneck",
+        "  in tiles, as TpuGraphs records it: output_bounds {}, kernel_bounds {}, input_bounds {}",
+        list(&s.default_config.output_bounds),
+        list(&s.default_config.kernel_bounds),
+        list(&s.default_config.input_bounds)
+    )?;
+    outln!(
+        "{:<4} {:<12} {:>8} {:>8} {:>20} {:>12} {:>12} {:>10} {:>12}  bottleneck",
         "dim",
         "label",
         "extent",
         "tile",
+        "bound (tiles)",
         "time_us",
         "hbm_bytes",
         "steps",
@@ -165,13 +173,18 @@ fn tile(a: TileArgs) -> Result<i32> {
     )?;
     for r in &s.rows {
         let mark = if r.is_default { "*" } else { " " };
+        let bound = match &r.bound {
+            Some((f, b)) => format!("{}={b}", f.replace("_bounds", "")),
+            None => "-".into(),
+        };
         match &r.estimate {
             Some(e) => outln!(
-                "{:<4} {:<12} {:>8} {:>7}{mark} {:>12.3} {:>12.4e} {:>10} {:>12}  {:?}",
+                "{:<4} {:<12} {:>8} {:>7}{mark} {:>20} {:>12.3} {:>12.4e} {:>10} {:>12}  {:?}",
                 r.dim,
                 s.labels[r.dim],
                 s.extents[r.dim],
                 r.tile,
+                bound,
                 e.total_ns / 1e3,
                 e.hbm_bytes,
                 e.steps,
@@ -179,11 +192,12 @@ fn tile(a: TileArgs) -> Result<i32> {
                 e.bottleneck
             )?,
             None => outln!(
-                "{:<4} {:<12} {:>8} {:>7}{mark} {:>12} {:>12} {:>10} {:>12}  does not fit VMEM",
+                "{:<4} {:<12} {:>8} {:>7}{mark} {:>20} {:>12} {:>12} {:>10} {:>12}  does not fit VMEM",
                 r.dim,
                 s.labels[r.dim],
                 s.extents[r.dim],
                 r.tile,
+                bound,
                 "-",
                 "-",
                 "-",

@@ -730,7 +730,7 @@ impl PreparedProgram<'_> {
             let d = &k.lowered.desc;
             if e.est.is_none() {
                 warnings.push(format!(
-                    "kernel `{}`: default tile does not fit VMEM, untiled roofline used",
+                    "kernel `{}`: its tile does not fit VMEM, untiled roofline used",
                     d.name
                 ));
             }
@@ -784,8 +784,8 @@ impl PreparedProgram<'_> {
     }
 }
 
-/// One kernel on `target` under `cfg` (`None` = no override: the default tile, or the
-/// untiled roofline when that does not fit VMEM), side-output writes included.
+/// One kernel on `target` under `cfg` (`None` = no override: the default tile), or its
+/// untiled roofline when that tile does not fit VMEM; side-output writes included.
 fn eval_kernel(
     k: &ProgramKernel,
     target: &TpuTarget,
@@ -796,7 +796,9 @@ fn eval_kernel(
     let res = estimate(desc, cfg.unwrap_or(&default), target);
     let est = match res {
         Ok(e) => e,
-        Err(ModelError::Infeasible { .. }) if cfg.is_none() => {
+        // A tile that does not fit the scoped VMEM (the default, or one a configuration
+        // or a measured run sets) is costed by the untiled roofline, with a warning.
+        Err(ModelError::Infeasible { .. }) => {
             return Ok(roofline(k, target));
         }
         Err(source) => {
@@ -933,12 +935,15 @@ pub struct KernelExplanation {
     pub lowering: LoweredKernel,
     /// The tile evaluated (empty bounds = the compiler's default).
     pub tile: TileConfig,
+    /// The same tile with every bound filled in, as TpuGraphs records a configuration
+    /// (tile counts of the physical tiled shapes); `None` when the tile is not evaluable.
+    pub tile_counts: Option<TileConfig>,
     /// The model's derivation under that tile.
     pub derivation: Derivation,
     /// The write of the side outputs (absent when there are none or the tile is not
     /// evaluable).
     pub side_outputs: Option<SideOutputs>,
-    /// The default tile does not fit VMEM, so the program model times the kernel with
+    /// The tile does not fit VMEM, so the program model times the kernel with
     /// its untiled roofline (`total_ns`) instead of the derivation.
     pub untiled: bool,
     /// Time of one execution as the program model (`tpusim estimate`) counts it, ns;
@@ -962,6 +967,13 @@ impl std::fmt::Display for KernelExplanation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "HLO:\n  {}\n", self.hlo)?;
         writeln!(f, "{}", describe(&self.lowering))?;
+        if let Some(t) = &self.tile_counts {
+            writeln!(
+                f,
+                "Tile, as TpuGraphs records it (tiles of the physical tiled shapes): output_bounds {:?}, kernel_bounds {:?}, input_bounds {:?}\n",
+                t.output_bounds, t.kernel_bounds, t.input_bounds
+            )?;
+        }
         write!(f, "{}", self.derivation)?;
         if let Some(s) = &self.side_outputs {
             writeln!(
@@ -977,7 +989,7 @@ impl std::fmt::Display for KernelExplanation {
         if let (true, Some(t)) = (self.untiled, self.total_ns) {
             writeln!(
                 f,
-                "\nThe default tile does not fit VMEM: the program model uses the untiled roofline, \
+                "\nThe tile does not fit VMEM: the program model uses the untiled roofline, \
                  max(peak-MXU time, one pass over every operand) + launch = {t:.1} ns ({:.3} µs).",
                 t / 1e3
             )?;
@@ -1032,11 +1044,15 @@ pub fn explain_kernel(
         }
         _ => None,
     };
+    let tile_counts = crate::tpu::tile_sizes(&pk.lowered.desc, &cfg, target)
+        .ok()
+        .map(|sizes| TileConfig::from_sizes(&pk.lowered.desc, &sizes));
     Ok(KernelExplanation {
         kernel: pk.lowered.desc.name.clone(),
         computation: pk.computation,
         hlo,
         lowering: pk.lowered,
+        tile_counts,
         tile: cfg,
         derivation,
         side_outputs,

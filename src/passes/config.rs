@@ -153,18 +153,20 @@ impl std::fmt::Display for KernelRef {
     }
 }
 
-/// TpuGraphs `TileSizeConfig` bounds. Each list is in the tensor's physical order
-/// (major → minor); empty = the compiler's default tile (chosen by the cost model).
+/// TpuGraphs `TileSizeConfig` bounds: tile counts of a tensor's physical tiled shape,
+/// in its physical order (major → minor), as the real tuning data records them
+/// (`tpu::TileConfig`); empty = the compiler's default tile (chosen by the cost model).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TileBounds {
-    /// Output tile extents (output 0 of the kernel).
+    /// Tiles of the kernel's iteration-space tensor (a reduction's operand, else the
+    /// output).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub output_bounds: Vec<i64>,
-    /// Convolution-kernel / dot-RHS tile extents (operand 1 of the hero).
+    /// Tiles of the convolution filter / dot RHS (operand 1 of the hero).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kernel_bounds: Vec<i64>,
-    /// Input tile extents (operand 0 of the hero).
+    /// Tiles of the hero's operand 0, for reduction dims the others leave unset.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub input_bounds: Vec<i64>,
 }
@@ -204,7 +206,7 @@ pub struct TileEntry {
 ///
 /// [[tile]]
 /// kernel = "fusion.12"          # or a kernel index: kernel = 5
-/// output_bounds = [1, 8, 8, 128]
+/// output_bounds = [1, 8, 4, 2]  # tile counts of the iteration-space tensor
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

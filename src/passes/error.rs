@@ -85,37 +85,6 @@ pub enum CompileError {
     #[error("tile config for kernel {kernel} is given twice")]
     DuplicateTile { kernel: String },
 
-    /// More tile bounds than the tensor has dimensions.
-    #[error("tile config for kernel {kernel}: {field} has {got} bounds but the {tensor} tensor {shape} has rank {rank}")]
-    TileRank {
-        kernel: String,
-        field: &'static str,
-        got: usize,
-        rank: usize,
-        tensor: &'static str,
-        shape: String,
-    },
-
-    /// A tile bound below 1 or above the dimension it tiles.
-    #[error("tile config for kernel {kernel}: {field}[{index}] = {bound} is outside 1..={dim} (physical dim {index} of the {tensor} tensor {shape})")]
-    TileBound {
-        kernel: String,
-        field: &'static str,
-        index: usize,
-        bound: i64,
-        dim: i64,
-        tensor: &'static str,
-        shape: String,
-    },
-
-    /// A tile field for a tensor the kernel does not have.
-    #[error("tile config for kernel {kernel}: {field} given but {reason}")]
-    TileNoTensor {
-        kernel: String,
-        field: &'static str,
-        reason: String,
-    },
-
     /// The input module is malformed in a way the passes cannot handle.
     #[error("module '{module}': {message}")]
     BadModule { module: String, message: String },

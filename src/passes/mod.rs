@@ -433,80 +433,9 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
         if !seen.insert(i) {
             return Err(CompileError::DuplicateTile { kernel: label });
         }
-        let mxu = matches!(
-            k.hero,
-            crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
-        );
-        let check = |field: &'static str,
-                     bounds: &[i64],
-                     tensor: &'static str,
-                     shape: Option<&PhysicalShape>,
-                     missing: &str|
-         -> Result<(), CompileError> {
-            if bounds.is_empty() {
-                return Ok(());
-            }
-            let Some(s) = shape else {
-                return Err(CompileError::TileNoTensor {
-                    kernel: label.clone(),
-                    field,
-                    reason: missing.to_string(),
-                });
-            };
-            if bounds.len() > s.physical_dims.len() {
-                return Err(CompileError::TileRank {
-                    kernel: label.clone(),
-                    field,
-                    got: bounds.len(),
-                    rank: s.physical_dims.len(),
-                    tensor,
-                    shape: s.text(),
-                });
-            }
-            for (j, (&b, &d)) in bounds.iter().zip(&s.physical_dims).enumerate() {
-                if b < 1 || b > d.max(1) {
-                    return Err(CompileError::TileBound {
-                        kernel: label.clone(),
-                        field,
-                        index: j,
-                        bound: b,
-                        dim: d,
-                        tensor,
-                        shape: s.text(),
-                    });
-                }
-            }
-            Ok(())
-        };
-        check(
-            "output_bounds",
-            &t.bounds.output_bounds,
-            "output",
-            k.outputs.first().map(|p| &**p),
-            "the kernel has no array output",
-        )?;
-        let kernel_operand = if mxu {
-            k.hero_operands.get(1).map(|p| &**p)
-        } else {
-            None
-        };
-        check(
-            "kernel_bounds",
-            &t.bounds.kernel_bounds,
-            "kernel",
-            kernel_operand,
-            &format!(
-                "its hero is {} (only convolution/dot kernels have a kernel operand)",
-                k.hero
-            ),
-        )?;
-        check(
-            "input_bounds",
-            &t.bounds.input_bounds,
-            "input",
-            k.hero_operands.first().map(|p| &**p),
-            "the hero has no operands",
-        )?;
+        // The bounds themselves (their count, each against its extent in tiles) are
+        // checked by the cost model, which knows the kernel's iteration-space tensor
+        // (`tpu::TileConfig`, `tpu::bounds_tensor`).
         assign.push((i, t.bounds.clone()));
     }
     for (i, b) in assign {

@@ -22,8 +22,8 @@ use crate::passes::{
     CONFIGURABLE_OPCODES,
 };
 use crate::tpu::{
-    default_tile, estimate, tile_candidates, Estimate, KernelDesc, KernelKind, ModelError, MxuRole,
-    ReductionKind, TileConfig, TpuTarget,
+    bound_of_dim, default_tile, estimate, tile_candidates, Estimate, KernelDesc, KernelKind,
+    ModelError, MxuRole, ReductionKind, TileConfig, TpuTarget,
 };
 
 /// Why a sweep could not be made.
@@ -74,8 +74,14 @@ fn configurable_names() -> String {
 pub struct TileRow {
     /// Swept iteration dim.
     pub dim: usize,
-    /// Its tile size in this row (the other dims keep the default tile).
+    /// Its tile size in this row, in elements (the other dims keep the default tile).
     pub tile: i64,
+    /// The tile configuration of this row, as TpuGraphs records it: tile counts over
+    /// the physical tiled shapes ([`TileConfig`]).
+    pub config: TileConfig,
+    /// The bound of `config` that sets the swept dim (`output_bounds[2]`, …), and its
+    /// value in tiles; `None` when no list reaches the dim.
+    pub bound: Option<(String, i64)>,
     /// Whether this row is the compiler's default tile.
     pub is_default: bool,
     /// The model's estimate; `None` when the tiles do not fit VMEM.
@@ -93,8 +99,10 @@ pub struct TileSweep {
     pub labels: Vec<String>,
     /// Extent of each iteration dim.
     pub extents: Vec<i64>,
-    /// The compiler's default tile size of each iteration dim.
+    /// The compiler's default tile size of each iteration dim, in elements.
     pub default_tile: Vec<i64>,
+    /// The same tile as TpuGraphs records it (tile counts).
+    pub default_config: TileConfig,
     /// Kernel time under the default tile, ns.
     pub default_ns: f64,
     /// Rows by swept dim, then by tile size (ascending).
@@ -143,12 +151,13 @@ pub fn tile_sweep(
         message,
     };
     let n = desc.n_iter();
-    let default = estimate(desc, &default_tile(desc, target), target).map_err(|e| {
+    let default = estimate(desc, &TileConfig::default(), target).map_err(|e| {
         kerr(format!(
             "the default tile cannot be evaluated ({e}); nothing to sweep around"
         ))
     })?;
     let base: Vec<i64> = default.tile[..n].to_vec();
+    let default_config = default_tile(desc, target);
     let cands = tile_candidates(desc, target);
     for &d in dims {
         if d >= n {
@@ -186,10 +195,14 @@ pub fn tile_sweep(
                 Err(ModelError::Infeasible { needed, .. }) => (None, needed),
                 Err(e) => return Err(kerr(format!("tile {tile:?}: {e}"))),
             };
+            let bound = bound_of_dim(desc, d)
+                .and_then(|(f, j)| cfg.bound(f, j).map(|b| (format!("{f}[{j}]"), b)));
             rows.push(TileRow {
                 dim: d,
                 tile: t,
                 is_default: t == base[d],
+                config: cfg,
+                bound,
                 estimate,
                 vmem_bytes,
             });
@@ -201,6 +214,7 @@ pub fn tile_sweep(
         labels: (0..n).map(|d| dim_label(desc, d)).collect(),
         extents: (0..n).map(|d| desc.iter_extent(d)).collect(),
         default_tile: base,
+        default_config,
         default_ns: default.total_ns,
         rows,
     })
@@ -210,19 +224,25 @@ impl TileSweep {
     /// CSV: one line per row.
     pub fn to_csv(&self) -> String {
         let mut s = String::from(
-            "kernel,dim,label,extent,tile,default,fits_vmem,total_ns,mxu_ns,vpu_ns,xlu_ns,\
+            "kernel,dim,label,extent,tile,bound,tiles,default,fits_vmem,total_ns,mxu_ns,vpu_ns,xlu_ns,\
              hbm_ns,overhead_ns,hbm_bytes,vmem_bytes,steps,bottleneck\n",
         );
         for r in &self.rows {
             let label = &self.labels[r.dim];
             let ext = self.extents[r.dim];
+            let (bound, tiles) = match &r.bound {
+                Some((f, b)) => (f.clone(), b.to_string()),
+                None => (String::new(), String::new()),
+            };
             let lead = format!(
-                "{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{}",
                 self.kernel,
                 r.dim,
                 label,
                 ext,
                 r.tile,
+                bound,
+                tiles,
                 r.is_default,
                 r.estimate.is_some()
             );

@@ -25,7 +25,7 @@ pub enum ModelError {
         got: usize,
     },
     /// A tile bound is ≤ 0 or larger than the dim it tiles.
-    #[error("tile config `{field}[{index}]` = {value} is outside 1..={extent}")]
+    #[error("tile config `{field}[{index}]` = {value} is outside 1..={extent} (tiles of that physical dim)")]
     BoundOutOfRange {
         /// Which bounds list.
         field: &'static str,

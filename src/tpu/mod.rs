@@ -30,6 +30,6 @@ pub use kernel::{
 pub use model::{estimate, explain, Bottleneck, Estimate};
 pub use target::{HbmPoint, TargetError, TpuTarget};
 pub use tile::{
-    default_tile, dim_alignment, enumerate_tiles, sample_tiles, tile_candidates, SplitMix64,
-    TileConfig,
+    bound_of_dim, bounds_tensor, count_candidates, default_tile, dim_alignment, enumerate_tiles,
+    sample_tiles, tile_candidates, tile_extents, tile_sizes, tile_units, SplitMix64, TileConfig,
 };

@@ -5,30 +5,105 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
 use super::error::ModelError;
-use super::kernel::{DimMap, KernelDesc, KernelKind, MxuRole, ReduceAxis, ReductionKind, MAX_DIMS};
+use smallvec::SmallVec;
+
+use super::kernel::{
+    DimMap, KernelDesc, KernelKind, MxuRole, ReduceAxis, ReductionKind, TensorDesc, MAX_DIMS,
+};
 use super::model::vmem_footprint;
 use super::target::TpuTarget;
+use crate::ir::PrimitiveType;
+use crate::passes::tiling::{row_major, tpu_tiles};
 
-/// Tile sizes in TpuGraphs `TileSizeConfig` form.
+/// Tile sizes in TpuGraphs `TileSizeConfig` form, with the semantics of the real TPU
+/// tuning data (spec `tpugraphs_real_configs.md` §3): every bound **counts tiles of a
+/// tensor's physical tiled shape**, in physical order major → minor. The most-minor
+/// physical dims are counted in units of the tensor's layout tile (8 rows × 128 lanes
+/// for `T(8,128)`, 1,024 for a rank-1 `T(1024)`: [`tile_units`]), every other dim in
+/// elements. A bound need not divide its extent; the last tile along a dim is partial.
 ///
-/// * `output_bounds`: tile extent per output dim, in the output's physical
-///   order (major→minor); empty = compiler default.
-/// * `kernel_bounds`: tile extent per dim of the kernel operand
-///   (`KernelDesc::kernel_operand`: convolution filter / dot RHS), in its
-///   physical order. Entries on dims that are reduction dims (K, window taps)
-///   set their tile; entries on output dims are ignored (`output_bounds`
+/// * `output_bounds` tile the kernel's *iteration-space tensor* ([`bounds_tensor`]): a
+///   reduction's reduced operand, any other kernel's output (a convolution or matmul
+///   kernel: the convolution's output). Empty = compiler default.
+/// * `kernel_bounds` tile the kernel operand (`KernelDesc::kernel_operand`: the
+///   convolution filter / matmul right-hand side). Entries on its reduction dims (K,
+///   window taps) set their tile; entries on output dims are ignored (`output_bounds`
 ///   decides). Empty = default.
-/// * `input_bounds`: tile extent per dim of input 0; used only for reduction
-///   dims not set by `kernel_bounds` (e.g. the reduced dims of a reduce).
-///   Empty = default (the compiler infers it, as in TpuGraphs).
+/// * `input_bounds` tile input 0, for reduction dims that neither list sets. Empty in
+///   real data (the compiler infers it); empty = default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TileConfig {
-    /// Output tile extents.
+    /// Tile counts over the iteration-space tensor.
     pub output_bounds: Vec<i64>,
-    /// Kernel-operand tile extents.
+    /// Tile counts over the kernel operand.
     pub kernel_bounds: Vec<i64>,
-    /// Input-0 tile extents.
+    /// Tile counts over input 0.
     pub input_bounds: Vec<i64>,
+}
+
+/// Tile-count units of a tensor's physical dims (major → minor): the dims of its TPU
+/// layout's first tile on the minor dims (the tiling [`tpu_tiles`] gives the array:
+/// `(s,128)` for 32-bit with s = 1…8 rows by the second-minor extent, `(8,128)` for
+/// 16- and 8-bit, `T(128)`…`T(1024)` for rank 1), 1 on every other dim.
+pub fn tile_units(t: &TensorDesc) -> SmallVec<[i64; MAX_DIMS]> {
+    let r = t.dims.len();
+    let mut u: SmallVec<[i64; MAX_DIMS]> = smallvec::smallvec![1; r];
+    let et = match t.storage_bits() {
+        32 => PrimitiveType::F32,
+        16 => PrimitiveType::Bf16,
+        8 => PrimitiveType::S8,
+        _ => return u,
+    };
+    if let Some(tile) = tpu_tiles(et, &t.dims, &row_major(r)).first() {
+        let k = tile.dims.len().min(r);
+        for (j, &td) in tile.dims[tile.dims.len() - k..].iter().enumerate() {
+            u[r - k + j] = td.max(1);
+        }
+    }
+    u
+}
+
+/// Extents of a tensor's physical dims in tiles (`⌈dim / unit⌉`, [`tile_units`]): the
+/// largest bound each dim takes.
+pub fn tile_extents(t: &TensorDesc) -> SmallVec<[i64; MAX_DIMS]> {
+    t.dims
+        .iter()
+        .zip(tile_units(t))
+        .map(|(&d, u)| (d.max(1) + u - 1) / u)
+        .collect()
+}
+
+/// The tensor `output_bounds` count tiles of, and the iteration dim each of its physical
+/// dims is: a reduction's reduced operand (the input indexed by every iteration dim, one
+/// each), any other kernel's output (physical dim `i` = iteration dim `i`).
+pub fn bounds_tensor(desc: &KernelDesc) -> (&TensorDesc, SmallVec<[Option<usize>; MAX_DIMS]>) {
+    let n = desc.n_iter();
+    if matches!(desc.kind, KernelKind::Reduction) {
+        for inp in &desc.inputs {
+            let mut seen = [false; MAX_DIMS];
+            let all = inp.dims.len() == n
+                && inp.dims.iter().all(|m| match *m {
+                    DimMap::Iter(d) if d < n && d < MAX_DIMS && !seen[d] => {
+                        seen[d] = true;
+                        true
+                    }
+                    _ => false,
+                });
+            if all {
+                let map = inp
+                    .dims
+                    .iter()
+                    .map(|m| match *m {
+                        DimMap::Iter(d) => Some(d),
+                        _ => None,
+                    })
+                    .collect();
+                return (&inp.tensor, map);
+            }
+        }
+    }
+    let map = (0..desc.output_rank()).map(Some).collect();
+    (&desc.output, map)
 }
 
 impl TileConfig {
@@ -37,12 +112,11 @@ impl TileConfig {
         Self::default()
     }
 
-    /// Builds the TpuGraphs-form config for per-iteration-dim tile sizes
-    /// `sizes` (output dims then reduction dims).
+    /// The TpuGraphs-form config (tile counts) of per-iteration-dim tile sizes `sizes`
+    /// in elements (output dims then reduction dims).
     pub fn from_sizes(desc: &KernelDesc, sizes: &[i64]) -> Self {
         let r = desc.output_rank();
         let at = |d: usize| sizes.get(d).copied().unwrap_or(1).max(1);
-        let output_bounds: Vec<i64> = (0..r).map(at).collect();
         let bound_of = |m: &DimMap, size: i64| -> i64 {
             match *m {
                 DimMap::Iter(d) => at(d).min(size),
@@ -56,25 +130,56 @@ impl TileConfig {
                 DimMap::Outer { iter, inner } => ((at(iter) + inner - 1) / inner.max(1)).min(size),
             }
         };
+        let counts = |t: &TensorDesc, elems: &mut dyn Iterator<Item = i64>| -> Vec<i64> {
+            elems
+                .zip(tile_units(t))
+                .map(|(e, u)| (e.max(1) + u - 1) / u)
+                .collect()
+        };
         let mut covered = [false; MAX_DIMS];
+        let (bt, map) = bounds_tensor(desc);
+        let output_bounds = counts(
+            bt,
+            &mut bt.dims.iter().zip(&map).map(|(&size, m)| match *m {
+                Some(d) => {
+                    if let Some(c) = covered.get_mut(d) {
+                        *c = true;
+                    }
+                    at(d).min(size)
+                }
+                None => size,
+            }),
+        );
         let mut kernel_bounds = Vec::new();
         if let Some(ko) = desc.kernel_operand.and_then(|k| desc.inputs.get(k)) {
-            for (m, &size) in ko.dims.iter().zip(&ko.tensor.dims) {
-                kernel_bounds.push(bound_of(m, size));
+            for m in &ko.dims {
                 if let DimMap::Iter(d) = *m {
                     if let Some(c) = covered.get_mut(d) {
                         *c = true;
                     }
                 }
             }
+            kernel_bounds = counts(
+                &ko.tensor,
+                &mut ko
+                    .dims
+                    .iter()
+                    .zip(&ko.tensor.dims)
+                    .map(|(m, &s)| bound_of(m, s)),
+            );
         }
         let needs_input = (r..desc.n_iter()).any(|d| !covered.get(d).copied().unwrap_or(true));
         let mut input_bounds = Vec::new();
         if needs_input {
             if let Some(i0) = desc.inputs.first() {
-                for (m, &size) in i0.dims.iter().zip(&i0.tensor.dims) {
-                    input_bounds.push(bound_of(m, size));
-                }
+                input_bounds = counts(
+                    &i0.tensor,
+                    &mut i0
+                        .dims
+                        .iter()
+                        .zip(&i0.tensor.dims)
+                        .map(|(m, &s)| bound_of(m, s)),
+                );
             }
         }
         Self {
@@ -103,28 +208,56 @@ fn check_bound(
     }
 }
 
-/// Resolves a config to per-iteration-dim tile sizes (allocation-free).
-pub(crate) fn resolve_sizes(
+/// Sets `t[d]` (elements) from the tile counts `bounds` over `tensor`'s physical dims,
+/// for the dims `iter_of` maps to an iteration dim that `take` accepts and that is not
+/// set yet. Every bound is checked against its dim's extent in tiles.
+fn apply_counts(
+    field: &'static str,
+    bounds: &[i64],
+    tensor: &TensorDesc,
+    iter_of: impl Fn(usize) -> Option<usize>,
+    take: impl Fn(usize) -> bool,
+    t: &mut [i64; MAX_DIMS],
+) -> Result<(), ModelError> {
+    if bounds.len() != tensor.dims.len() {
+        return Err(ModelError::BoundsLength {
+            field,
+            expected: tensor.dims.len(),
+            got: bounds.len(),
+        });
+    }
+    let units = tile_units(tensor);
+    for (j, (&b, &size)) in bounds.iter().zip(&tensor.dims).enumerate() {
+        let u = units[j];
+        check_bound(field, j, b, (size.max(1) + u - 1) / u)?;
+        if let Some(d) = iter_of(j) {
+            if d < MAX_DIMS && take(d) && t[d] == 0 {
+                t[d] = b.saturating_mul(u).min(size).max(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The element tile sizes a config sets (0 = not set), without defaults.
+fn configured_sizes(
     desc: &KernelDesc,
     cfg: &TileConfig,
-    target: &TpuTarget,
     t: &mut [i64; MAX_DIMS],
 ) -> Result<(), ModelError> {
     let r = desc.output_rank();
     let n = desc.n_iter();
     *t = [0; MAX_DIMS];
     if !cfg.output_bounds.is_empty() {
-        if cfg.output_bounds.len() != r {
-            return Err(ModelError::BoundsLength {
-                field: "output_bounds",
-                expected: r,
-                got: cfg.output_bounds.len(),
-            });
-        }
-        for (i, (&b, &e)) in cfg.output_bounds.iter().zip(&desc.output.dims).enumerate() {
-            check_bound("output_bounds", i, b, e)?;
-            t[i] = b;
-        }
+        let (bt, map) = bounds_tensor(desc);
+        apply_counts(
+            "output_bounds",
+            &cfg.output_bounds,
+            bt,
+            |j| map[j],
+            |d| d < n,
+            t,
+        )?;
     }
     if !cfg.kernel_bounds.is_empty() {
         let Some(ko) = desc.kernel_operand.and_then(|k| desc.inputs.get(k)) else {
@@ -134,27 +267,18 @@ pub(crate) fn resolve_sizes(
                 got: cfg.kernel_bounds.len(),
             });
         };
-        if cfg.kernel_bounds.len() != ko.tensor.dims.len() {
-            return Err(ModelError::BoundsLength {
-                field: "kernel_bounds",
-                expected: ko.tensor.dims.len(),
-                got: cfg.kernel_bounds.len(),
-            });
-        }
-        for (i, ((&b, &size), m)) in cfg
-            .kernel_bounds
-            .iter()
-            .zip(&ko.tensor.dims)
-            .zip(&ko.dims)
-            .enumerate()
-        {
-            check_bound("kernel_bounds", i, b, size)?;
-            if let DimMap::Iter(d) = *m {
-                if d >= r && d < n && t[d] == 0 {
-                    t[d] = b;
-                }
-            }
-        }
+        let iter = |j: usize| match ko.dims.get(j) {
+            Some(&DimMap::Iter(d)) => Some(d),
+            _ => None,
+        };
+        apply_counts(
+            "kernel_bounds",
+            &cfg.kernel_bounds,
+            &ko.tensor,
+            iter,
+            |d| d >= r && d < n,
+            t,
+        )?;
     }
     if !cfg.input_bounds.is_empty() {
         let Some(i0) = desc.inputs.first() else {
@@ -164,28 +288,38 @@ pub(crate) fn resolve_sizes(
                 got: cfg.input_bounds.len(),
             });
         };
-        if cfg.input_bounds.len() != i0.tensor.dims.len() {
-            return Err(ModelError::BoundsLength {
-                field: "input_bounds",
-                expected: i0.tensor.dims.len(),
-                got: cfg.input_bounds.len(),
-            });
-        }
-        for (i, ((&b, &size), m)) in cfg
-            .input_bounds
-            .iter()
-            .zip(&i0.tensor.dims)
-            .zip(&i0.dims)
-            .enumerate()
-        {
-            check_bound("input_bounds", i, b, size)?;
-            if let DimMap::Iter(d) = *m {
-                if d >= r && d < n && t[d] == 0 {
-                    t[d] = b.min(desc.iter_extent(d));
-                }
+        let iter = |j: usize| match i0.dims.get(j) {
+            Some(&DimMap::Iter(d)) => Some(d),
+            _ => None,
+        };
+        apply_counts(
+            "input_bounds",
+            &cfg.input_bounds,
+            &i0.tensor,
+            iter,
+            |d| d >= r && d < n,
+            t,
+        )?;
+        for (d, td) in t.iter_mut().enumerate().take(n).skip(r) {
+            if *td != 0 {
+                *td = (*td).min(desc.iter_extent(d));
             }
         }
     }
+    Ok(())
+}
+
+/// Resolves a config to per-iteration-dim tile sizes in elements (allocation-free):
+/// what the config sets, and the compiler's default tile ([`default_sizes`]) for the
+/// rest.
+pub(crate) fn resolve_sizes(
+    desc: &KernelDesc,
+    cfg: &TileConfig,
+    target: &TpuTarget,
+    t: &mut [i64; MAX_DIMS],
+) -> Result<(), ModelError> {
+    let n = desc.n_iter();
+    configured_sizes(desc, cfg, t)?;
     if t[..n].contains(&0) {
         let mut def = [0i64; MAX_DIMS];
         default_sizes(desc, target, &mut def);
@@ -196,6 +330,53 @@ pub(crate) fn resolve_sizes(
         }
     }
     Ok(())
+}
+
+/// Which bound sets the tile of iteration dim `d` (the field and the index in it), by
+/// the precedence [`resolve_sizes`] applies: `output_bounds` over the iteration-space
+/// tensor, then `kernel_bounds` (reduction dims), then `input_bounds`; `None` when no
+/// list reaches the dim (its tile is the default).
+pub fn bound_of_dim(desc: &KernelDesc, d: usize) -> Option<(&'static str, usize)> {
+    let r = desc.output_rank();
+    let (_, map) = bounds_tensor(desc);
+    if let Some(j) = map.iter().position(|&m| m == Some(d)) {
+        return Some(("output_bounds", j));
+    }
+    if d < r {
+        return None;
+    }
+    let find = |inp: Option<&super::kernel::InputDesc>| {
+        inp.and_then(|i| i.dims.iter().position(|m| *m == DimMap::Iter(d)))
+    };
+    if let Some(j) = find(desc.kernel_operand.and_then(|k| desc.inputs.get(k))) {
+        return Some(("kernel_bounds", j));
+    }
+    find(desc.inputs.first()).map(|j| ("input_bounds", j))
+}
+
+impl TileConfig {
+    /// The bound `field[index]`, if the list has it.
+    pub fn bound(&self, field: &str, index: usize) -> Option<i64> {
+        match field {
+            "output_bounds" => self.output_bounds.get(index),
+            "kernel_bounds" => self.kernel_bounds.get(index),
+            "input_bounds" => self.input_bounds.get(index),
+            _ => None,
+        }
+        .copied()
+    }
+}
+
+/// The element tile sizes of every iteration dim that `cfg` stands for on `desc`: what
+/// the model evaluates (the default tile where the config is silent).
+pub fn tile_sizes(
+    desc: &KernelDesc,
+    cfg: &TileConfig,
+    target: &TpuTarget,
+) -> Result<Vec<i64>, ModelError> {
+    let mut t = [0i64; MAX_DIMS];
+    resolve_sizes(desc, cfg, target, &mut t)?;
+    Ok(t[..desc.n_iter().min(MAX_DIMS)].to_vec())
 }
 
 /// Hardware alignment of iteration dim `d`: lanes for the minor dim, the
@@ -321,6 +502,32 @@ fn halve(t: i64, a: i64) -> i64 {
 /// index an input's two minor physical dims keep its tile alignment
 /// ([`operand_alignment`]) unless nothing else fits.
 pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX_DIMS]) {
+    search_default_sizes(desc, target, t);
+    // The compiler's tile is a tile configuration like any other: each size is what
+    // some tile count stands for ([`TileConfig`]), so that the default and the config
+    // `default_tile` writes for it are the same tile.
+    // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
+    for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
+        let tensor = match bound_of_dim(desc, d) {
+            Some(("output_bounds", j)) => Some((bounds_tensor(desc).0, j)),
+            Some(("kernel_bounds", j)) => desc
+                .kernel_operand
+                .and_then(|k| desc.inputs.get(k))
+                .map(|i| (&i.tensor, j)),
+            Some((_, j)) => desc.inputs.first().map(|i| (&i.tensor, j)),
+            None => None,
+        };
+        if let Some((tensor, j)) = tensor {
+            let (u, size) = (tile_units(tensor)[j], tensor.dims[j]);
+            *td = (((*td).clamp(1, size.max(1)) + u - 1) / u * u)
+                .min(size)
+                .max(1);
+        }
+    }
+}
+
+/// The halving search of [`default_sizes`], in elements.
+fn search_default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX_DIMS]) {
     let n = desc.n_iter().min(MAX_DIMS);
     let mut hw = [1i64; MAX_DIMS];
     let mut align = [1i64; MAX_DIMS];
@@ -487,8 +694,40 @@ impl SplitMix64 {
     }
 }
 
-/// Up to `count` distinct VMEM-feasible configs drawn uniformly per dim from
-/// [`tile_candidates`], deterministic for a given `seed` (gives up after
+/// Per iteration dim, the element size of every tile count its bound can take (1 up to
+/// the dim's extent in tiles, [`bound_of_dim`]): the sizes a tile configuration can
+/// express, divisors of the extent or not (the real search measures e.g. 3, 7, 11 and
+/// 16 of 32). A dim no bound reaches keeps its default size.
+pub fn count_candidates(desc: &KernelDesc, target: &TpuTarget) -> Vec<Vec<i64>> {
+    let n = desc.n_iter().min(MAX_DIMS);
+    let mut def = [0i64; MAX_DIMS];
+    default_sizes(desc, target, &mut def);
+    (0..n)
+        .map(|d| {
+            let tensor = match bound_of_dim(desc, d) {
+                Some(("output_bounds", j)) => Some((bounds_tensor(desc).0, j)),
+                Some(("kernel_bounds", j)) => desc
+                    .kernel_operand
+                    .and_then(|k| desc.inputs.get(k))
+                    .map(|i| (&i.tensor, j)),
+                Some((_, j)) => desc.inputs.first().map(|i| (&i.tensor, j)),
+                None => None,
+            };
+            match tensor {
+                Some((t, j)) => {
+                    let (u, size) = (tile_units(t)[j], t.dims[j].max(1));
+                    (1..=(size + u - 1) / u)
+                        .map(|c| (c * u).min(size))
+                        .collect()
+                }
+                None => vec![def[d].max(1)],
+            }
+        })
+        .collect()
+}
+
+/// Up to `count` distinct VMEM-feasible configs, each dim's tile count drawn uniformly
+/// from [`count_candidates`], deterministic for a given `seed` (gives up after
 /// `50·count` draws when the feasible space is small).
 pub fn sample_tiles(
     desc: &KernelDesc,
@@ -496,7 +735,7 @@ pub fn sample_tiles(
     count: usize,
     seed: u64,
 ) -> Vec<TileConfig> {
-    let cands = tile_candidates(desc, target);
+    let cands = count_candidates(desc, target);
     let mut rng = SplitMix64::new(seed);
     let mut seen: HashSet<Vec<i64>> = HashSet::new();
     let mut out = Vec::new();
@@ -520,7 +759,7 @@ pub fn sample_tiles(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tpu::kernel::{Conv2dShape, MxuPrecision, OpCounts};
+    use crate::tpu::kernel::{Conv2dShape, MxuPrecision, OpCounts, TensorDesc};
 
     fn roundtrip(desc: &KernelDesc, sizes: &[i64]) {
         let t = TpuTarget::v3();
@@ -555,17 +794,78 @@ mod tests {
         roundtrip(&c, &[2, 8, 16, 128, 3, 1, 64]);
         let r = KernelDesc::reduction("r", &[64, 4096], &[1], 32, OpCounts::cheap(1.0)).unwrap();
         roundtrip(&r, &[32, 1024]);
+        // A reduction's bounds tile its reduced operand f32[64,4096]: (8, 128) tiles.
         let cfg = TileConfig::from_sizes(&r, &[32, 1024]);
+        assert_eq!(cfg.output_bounds, vec![4, 8]);
         assert!(cfg.kernel_bounds.is_empty());
-        assert_eq!(cfg.input_bounds, vec![32, 1024]);
+        assert!(cfg.input_bounds.is_empty());
+    }
+
+    /// The two kernels of the spec's table that have a simple desc here: counts of
+    /// (8, 128) tiles on the two minor physical dims, elements elsewhere; a bound need
+    /// not divide its extent, and the last tile is partial.
+    #[test]
+    fn bounds_count_tiles_of_the_physical_shape() {
+        let t = TpuTarget::v3();
+        // fusion.232: reduce of f32[32,26,26,192]{3,0,2,1}, physical (26,26,32,192).
+        let r = KernelDesc::reduction(
+            "r",
+            &[26, 26, 32, 192],
+            &[0, 1, 2],
+            32,
+            OpCounts::cheap(1.0),
+        )
+        .unwrap();
+        let (bt, _) = bounds_tensor(&r);
+        assert_eq!(bt.dims, vec![26, 26, 32, 192]);
+        assert_eq!(tile_units(bt).to_vec(), vec![1, 1, 8, 128]);
+        assert_eq!(tile_extents(bt).to_vec(), vec![26, 26, 4, 2]);
+        let cfg = TileConfig {
+            output_bounds: vec![2, 26, 4, 2],
+            ..Default::default()
+        };
+        // Sizes are per iteration dim (the output 192, then the reduced 26, 26, 32).
+        assert_eq!(tile_sizes(&r, &cfg, &t).unwrap(), vec![192, 2, 26, 32]);
+        let cfg = TileConfig {
+            output_bounds: vec![3, 26, 3, 1],
+            ..Default::default()
+        };
+        assert_eq!(tile_sizes(&r, &cfg, &t).unwrap(), vec![128, 3, 26, 24]);
+        for (bad, msg) in [
+            (
+                vec![27, 26, 4, 2],
+                "`output_bounds[0]` = 27 is outside 1..=26",
+            ),
+            (vec![1, 1, 5, 1], "`output_bounds[2]` = 5 is outside 1..=4"),
+            (vec![192], "`output_bounds` has 1 entries, expected 4"),
+        ] {
+            let cfg = TileConfig {
+                output_bounds: bad,
+                ..Default::default()
+            };
+            let e = tile_sizes(&r, &cfg, &t).unwrap_err().to_string();
+            assert!(e.contains(msg), "{e}");
+        }
+        // A rank-1 f32[4096] array is tiled T(1024): extent 4 (fusion.250).
+        let v = TensorDesc::new(vec![4096], 32);
+        assert_eq!(tile_extents(&v).to_vec(), vec![4]);
+        // bf16 T(8,128)(2,1): 8 rows as for f32 (copy.24: bf16[32,5,5,256] → (32,5,1,2)).
+        let b = TensorDesc::new(vec![32, 5, 5, 256], 16);
+        assert_eq!(tile_extents(&b).to_vec(), vec![32, 5, 1, 2]);
+        // The default tile is a tile config: resolving it gives the default sizes.
+        let def = default_tile(&r, &t);
+        let mut d = [0i64; MAX_DIMS];
+        default_sizes(&r, &t, &mut d);
+        assert_eq!(tile_sizes(&r, &def, &t).unwrap(), d[..4].to_vec());
     }
 
     #[test]
     fn pallas_blocks_map_to_tpugraphs_fields() {
         let mm = KernelDesc::matmul("mm", 1, 1024, 1024, 1024, 16, 16, MxuPrecision::Bf16).unwrap();
+        // bf16 [1024, 1024] output and [256 of K, 1024] RHS tiles, in (8, 128) tiles.
         let cfg = TileConfig::from_sizes(&mm, &[512, 1024, 256]);
-        assert_eq!(cfg.output_bounds, vec![512, 1024]);
-        assert_eq!(cfg.kernel_bounds, vec![256, 1024]);
+        assert_eq!(cfg.output_bounds, vec![64, 8]);
+        assert_eq!(cfg.kernel_bounds, vec![32, 8]);
         assert!(cfg.input_bounds.is_empty());
     }
 
