@@ -439,10 +439,56 @@ fn generated_tile_rows_have_the_real_bounds() {
         }
     }
     assert!(rows > 200, "{rows} rows");
+    // Tile style: runs per kernel, and how often a bound is a whole dim.
+    let style = |mts: &[(tpusim::tpu::KernelDesc, ModuleTuning)]| {
+        let (mut per, mut bounds, mut full, mut div) = (Vec::new(), 0, 0, 0);
+        for (desc, mt) in mts {
+            per.push(mt.runs.len());
+            let ext = tpusim::tpu::tile_extents(tpusim::tpu::bounds_tensor(desc).0);
+            for r in &mt.runs {
+                if let RunConfig::Tile(Some(t)) = &r.config {
+                    for (&b, &e) in t.output_bounds.iter().zip(ext.iter()) {
+                        bounds += 1;
+                        full += usize::from(b == e);
+                        div += usize::from(e % b == 0);
+                    }
+                }
+            }
+        }
+        per.sort_unstable();
+        format!(
+            "runs per kernel {}..{} (median {}); output bounds: {} % whole dims, {} % divide their extent",
+            per[0],
+            per[per.len() - 1],
+            per[per.len() / 2],
+            100 * full / bounds.max(1),
+            100 * div / bounds.max(1)
+        )
+    };
+    let ours: Vec<_> = pbs
+        .iter()
+        .map(|pb| {
+            let mt = module_tuning(pb);
+            (kernel_desc(&mt).unwrap(), mt)
+        })
+        .collect();
+    eprintln!("ours (--configs 40): {}", style(&ours));
     // The default tiles, side by side.
     let Tuning::Set(set) = read_tuning_file(&sample_tiles_pb(&shared)).unwrap() else {
         panic!("the tile sample is a TuningData set");
     };
+    let real: Vec<_> = set
+        .modules
+        .iter()
+        .filter_map(|mt| {
+            let d = kernel_desc(mt)?;
+            let tiled = mt.runs.iter().any(
+                |r| matches!(&r.config, RunConfig::Tile(Some(t)) if !t.output_bounds.is_empty()),
+            );
+            tiled.then(|| (d, mt.clone()))
+        })
+        .collect();
+    eprintln!("real sample: {}", style(&real));
     let target = tpusim::tpu::TpuTarget::v3();
     let (mut kernels, mut same) = (0, 0);
     eprintln!(
