@@ -17,6 +17,21 @@ fn tpusim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tpusim"))
 }
 
+/// `generate layout --pb --quiet ARGS` on the ResNet-18 sample, into a new folder.
+fn generate_layout(args: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    common::run_ok(
+        tpusim()
+            .args(["generate", "layout"])
+            .arg(common::sample_path("resnet18_infer_b8.hlo"))
+            .arg("--out")
+            .arg(dir.path())
+            .args(args)
+            .args(["--pb", "--quiet"]),
+    );
+    dir
+}
+
 fn module_tuning(path: &Path) -> ModuleTuning {
     match read_tuning_file(path).unwrap() {
         Tuning::Module(m) => m,
@@ -170,21 +185,7 @@ fn real_sample_layout_style() {
 /// style and reads back as the npz rows.
 #[test]
 fn generated_layouts_have_the_real_style() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().unwrap();
-    let out = tpusim()
-        .args(["generate", "layout"])
-        .arg(root.join("hlo_samples/resnet18_infer_b8.hlo"))
-        .arg("--out")
-        .arg(dir.path())
-        .args(["--configs", "200", "--pb", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = generate_layout(&["--configs", "200"]);
     let pb = dir
         .path()
         .join("pb/layout/xla/random/train/resnet18_infer_b8.pb");
@@ -227,21 +228,7 @@ fn generated_layouts_have_the_real_style() {
 /// `--search default` perturbs a few tensors around the default, in the same style.
 #[test]
 fn default_search_perturbs_in_the_real_style() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().unwrap();
-    let out = tpusim()
-        .args(["generate", "layout"])
-        .arg(root.join("hlo_samples/resnet18_infer_b8.hlo"))
-        .arg("--out")
-        .arg(dir.path())
-        .args(["--configs", "100", "--search", "default", "--pb", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = generate_layout(&["--configs", "100", "--search", "default"]);
     let mt = module_tuning(
         &dir.path()
             .join("pb/layout/xla/default/train/resnet18_infer_b8.pb"),
@@ -334,19 +321,13 @@ fn every_run_of_both_real_samples_is_predicted() {
     };
     let dir = tempfile::tempdir().unwrap();
     let csv = dir.path().join("F.csv");
-    let out = tpusim()
-        .arg("estimate")
-        .arg(shared.join("reference/tpugraphs_samples/module_tuning_data_layout.pb"))
-        .arg(sample_tiles_pb(&shared))
-        .args(["--runs", "--quiet", "--out"])
-        .arg(&csv)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = common::run_ok(
+        tpusim()
+            .arg("estimate")
+            .arg(shared.join("reference/tpugraphs_samples/module_tuning_data_layout.pb"))
+            .arg(sample_tiles_pb(&shared))
+            .args(["--runs", "--quiet", "--out"])
+            .arg(&csv),
     );
     assert_eq!(
         stdout.trim(),
@@ -400,19 +381,13 @@ fn generated_tile_rows_have_the_real_bounds() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = tpusim()
-        .arg("generate")
-        .arg("tile")
-        .arg(sample_tiles_pb(&shared))
-        .args(["--configs", "40", "--pb", "--quiet", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = common::run_ok(
+        tpusim()
+            .arg("generate")
+            .arg("tile")
+            .arg(sample_tiles_pb(&shared))
+            .args(["--configs", "40", "--pb", "--quiet", "--out"])
+            .arg(dir.path()),
     );
     assert!(
         stdout.starts_with("15 modules, 12 files written"),

@@ -354,6 +354,19 @@ pub fn bound_of_dim(desc: &KernelDesc, d: usize) -> Option<(&'static str, usize)
     find(desc.inputs.first()).map(|j| ("input_bounds", j))
 }
 
+/// The tensor and the physical dim of it whose bound sets iteration dim `d`
+/// ([`bound_of_dim`]).
+fn bounded_dim(desc: &KernelDesc, d: usize) -> Option<(&TensorDesc, usize)> {
+    match bound_of_dim(desc, d)? {
+        ("output_bounds", j) => Some((bounds_tensor(desc).0, j)),
+        ("kernel_bounds", j) => desc
+            .kernel_operand
+            .and_then(|k| desc.inputs.get(k))
+            .map(|i| (&i.tensor, j)),
+        (_, j) => desc.inputs.first().map(|i| (&i.tensor, j)),
+    }
+}
+
 impl TileConfig {
     /// The bound `field[index]`, if the list has it.
     pub fn bound(&self, field: &str, index: usize) -> Option<i64> {
@@ -508,16 +521,7 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
     // `default_tile` writes for it are the same tile.
     // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
     for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
-        let tensor = match bound_of_dim(desc, d) {
-            Some(("output_bounds", j)) => Some((bounds_tensor(desc).0, j)),
-            Some(("kernel_bounds", j)) => desc
-                .kernel_operand
-                .and_then(|k| desc.inputs.get(k))
-                .map(|i| (&i.tensor, j)),
-            Some((_, j)) => desc.inputs.first().map(|i| (&i.tensor, j)),
-            None => None,
-        };
-        if let Some((tensor, j)) = tensor {
+        if let Some((tensor, j)) = bounded_dim(desc, d) {
             let (u, size) = (tile_units(tensor)[j], tensor.dims[j]);
             *td = (((*td).clamp(1, size.max(1)) + u - 1) / u * u)
                 .min(size)
@@ -703,25 +707,14 @@ pub fn count_candidates(desc: &KernelDesc, target: &TpuTarget) -> Vec<Vec<i64>> 
     let mut def = [0i64; MAX_DIMS];
     default_sizes(desc, target, &mut def);
     (0..n)
-        .map(|d| {
-            let tensor = match bound_of_dim(desc, d) {
-                Some(("output_bounds", j)) => Some((bounds_tensor(desc).0, j)),
-                Some(("kernel_bounds", j)) => desc
-                    .kernel_operand
-                    .and_then(|k| desc.inputs.get(k))
-                    .map(|i| (&i.tensor, j)),
-                Some((_, j)) => desc.inputs.first().map(|i| (&i.tensor, j)),
-                None => None,
-            };
-            match tensor {
-                Some((t, j)) => {
-                    let (u, size) = (tile_units(t)[j], t.dims[j].max(1));
-                    (1..=(size + u - 1) / u)
-                        .map(|c| (c * u).min(size))
-                        .collect()
-                }
-                None => vec![def[d].max(1)],
+        .map(|d| match bounded_dim(desc, d) {
+            Some((t, j)) => {
+                let (u, size) = (tile_units(t)[j], t.dims[j].max(1));
+                (1..=(size + u - 1) / u)
+                    .map(|c| (c * u).min(size))
+                    .collect()
             }
+            None => vec![def[d].max(1)],
         })
         .collect()
 }

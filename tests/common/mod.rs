@@ -100,6 +100,18 @@ pub fn sample_files() -> Vec<PathBuf> {
     )
 }
 
+/// Runs `cmd`, which must succeed (else the test fails with its stderr); its stdout.
+pub fn run_ok(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{:?} failed:\n{}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `hlo_samples/NAME`.
 pub fn sample_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
