@@ -278,21 +278,15 @@ fn cli_writes_csv_and_svg_and_fails_cleanly() {
     let run = |tag: &str| {
         let csv = dir.path().join(format!("{tag}.csv"));
         let svg = dir.path().join(format!("{tag}.svg"));
-        let out = tpusim()
-            .args(["sweep", "tile"])
-            .arg(&file)
-            .args(["--kernel", &desc.name, "--csv"])
-            .arg(&csv)
-            .arg("--plot")
-            .arg(&svg)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let stdout = common::run_ok(
+            tpusim()
+                .args(["sweep", "tile"])
+                .arg(&file)
+                .args(["--kernel", &desc.name, "--csv"])
+                .arg(&csv)
+                .arg("--plot")
+                .arg(&svg),
         );
-        let stdout = String::from_utf8(out.stdout).unwrap();
         (
             stdout,
             std::fs::read(&csv).unwrap(),
@@ -379,19 +373,7 @@ fn cli_writes_csv_and_svg_and_fails_cleanly() {
 
     // --json: the sweep itself, the same numbers (and the same SVG bytes beside it).
     let json = |args: &[&str], plot: &Path| {
-        let out = tpusim()
-            .args(args)
-            .arg("--json")
-            .arg("--plot")
-            .arg(plot)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        common::run_ok(tpusim().args(args).arg("--json").arg("--plot").arg(plot))
     };
     let f = file.to_str().unwrap();
     let tj = json(
