@@ -147,7 +147,7 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
         let Some(out) = &a.out else {
             anyhow::bail!("--runs needs --out FILE.csv");
         };
-        let progress = !a.quiet;
+        let progress = crate::progress::ProgressMode::for_stderr(a.quiet);
         let (rows, failed) = super::replay::replay(&a.files, &t, out, progress)?;
         outln!(
             "{rows} runs written to {} ({failed} could not be applied)",

@@ -13,11 +13,10 @@ use rayon::prelude::*;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::dataset::generate::progress_bar;
 use crate::dataset::layout_eval::recompiled_ns;
 use crate::kernels::{LoweredProgram, TileOverrides};
 use crate::passes::{CompilationConfig, LayoutEntry, NodeRef, PreparedModule};
-use crate::progress::Progress;
+use crate::progress::{Progress, ProgressMode};
 use crate::proto::{read_tuning_file, write_file_atomic, ModuleTuning, RunConfig, Tuning};
 use crate::tpu::{TileConfig, TpuTarget};
 
@@ -92,12 +91,12 @@ pub fn predict_runs(
 }
 
 /// Write one CSV for the tuning files `files`, in order; returns the number of rows and
-/// of failed runs. `progress`: show progress on stderr ([`crate::progress`]).
+/// of failed runs, with `progress` on stderr ([`crate::progress`]).
 pub fn replay(
     files: &[std::path::PathBuf],
     target: &TpuTarget,
     out: &Path,
-    progress: bool,
+    progress: ProgressMode,
 ) -> Result<(usize, usize)> {
     let mut tunings = Vec::with_capacity(files.len());
     for file in files {
@@ -121,7 +120,7 @@ pub fn replay(
         }
     }
     let total: usize = modules.iter().map(|(_, _, m)| m.runs.len()).sum();
-    let bar = progress_bar(progress, total as u64, "runs");
+    let bar = Progress::new(progress, total as u64, "runs");
     let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
     let (mut rows, mut failed) = (0, 0);
     for (file, id, m) in modules {

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use super::compile::target;
 use super::replay::predict_runs;
-use crate::dataset::generate::progress_bar;
 use crate::eval::score::{
     npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking, ScoreReport,
 };
+use crate::progress::{Progress, ProgressMode};
 use crate::proto::{read_tuning_file, Tuning};
 use crate::tpu::TpuTarget;
 
@@ -100,9 +100,9 @@ fn analytical_rankings(
     split: &str,
     ids: &[String],
     target: &TpuTarget,
-    progress: bool,
+    progress: ProgressMode,
 ) -> Result<Vec<Ranking>> {
-    let bar = progress_bar(progress, 0, "runs");
+    let bar = Progress::new(progress, 0, "runs");
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let (_, npz, tile) =
@@ -172,7 +172,7 @@ pub fn score(a: ScoreArgs) -> Result<i32> {
         if ids.is_empty() {
             anyhow::bail!("{}: no npz files in split '{}'", a.data.display(), a.split);
         }
-        let progress = !a.quiet;
+        let progress = ProgressMode::for_stderr(a.quiet);
         let r = analytical_rankings(&a.data, pb_root, &a.split, &ids, &t, progress)?;
         if let Some(out) = &a.analytical_out {
             let mut csv = String::from("ID,TopConfigs\n");

@@ -9,6 +9,7 @@ use super::compile::{config, target};
 use super::input::load_modules;
 use crate::kernels::find_kernel;
 use crate::passes::compile;
+use crate::progress::{Progress, ProgressMode};
 use crate::proto::tuning::write_file_atomic;
 use crate::sweep::{self, layout_text, plot, Tensor};
 
@@ -221,7 +222,7 @@ fn layout(a: LayoutArgs) -> Result<i32> {
         TensorArg::Input => Tensor::Input,
         TensorArg::Kernel => Tensor::Kernel,
     };
-    let pb = crate::dataset::generate::progress_bar(!a.quiet, 0, "layouts");
+    let pb = Progress::new(ProgressMode::for_stderr(a.quiet), 0, "layouts");
     // The number of layouts is known once the sweep has found the node's rank.
     let tick = |total: usize| {
         pb.set_length(total as u64);

@@ -15,8 +15,10 @@
 //! Work is split across machines with `--shard i/n` (module `k` of the sorted input list
 //! goes to shard `k mod n`) and across threads with rayon; every item draws its random
 //! numbers from a seed derived from the run seed and the item's name, so the output is
-//! byte-identical whatever the thread count. Existing complete files are skipped, so an
-//! interrupted run resumes where it stopped.
+//! byte-identical whatever the thread count. A module whose files are complete and were
+//! made with the same options (its manifest, [`super::manifest`]) is skipped; one made
+//! otherwise is made again; an interrupted run resumes module by module. Every npz file
+//! passes the TpuGraphs schema check before it is renamed into place.
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -153,12 +155,6 @@ pub struct GenReport {
 pub struct Input {
     pub name: String,
     pub module: Module,
-}
-
-/// Progress on stderr for a job of `len` items: shown unless `enabled` is false (a bar
-/// on a terminal, a line now and then elsewhere: [`crate::progress`]).
-pub fn progress_bar(enabled: bool, len: u64, what: &str) -> Progress {
-    Progress::new(ProgressMode::for_stderr(!enabled), len, what)
 }
 
 fn tile_size_config(t: &TileConfig) -> TileSizeConfig {
