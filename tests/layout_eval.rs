@@ -38,12 +38,7 @@ fn compilation_config_and_recompiled_ns() {
     let mut cfg = vec![NodeChoice::default(); ev.nodes.len()];
     assert!(ev.compilation_config(&cfg).layout.is_empty());
     // The first convolution: its output stored with the features major.
-    let (i, conv) = ev
-        .nodes
-        .iter()
-        .enumerate()
-        .find(|(_, n)| n.opcode == tpusim::ir::Opcode::Convolution)
-        .unwrap();
+    let (i, conv) = first_convolution(&ev);
     assert_eq!(conv.ranks, [4, 4, 4]);
     cfg[i].output = Some([0, 1, 2, 3].into_iter().collect());
     let c = ev.compilation_config(&cfg);
@@ -102,12 +97,7 @@ fn prefixes_complete_alike_in_the_evaluator_and_the_compiler() {
     let mut ev = LayoutEvaluator::new(&m, &t).unwrap();
     let prepared = PreparedModule::new(&m).unwrap();
     let d = |v: &[i64]| -> tpusim::ir::Dims { v.iter().copied().collect() };
-    let (i, conv) = ev
-        .nodes
-        .iter()
-        .enumerate()
-        .find(|(_, n)| n.opcode == tpusim::ir::Opcode::Convolution)
-        .unwrap();
+    let (i, conv) = first_convolution(&ev);
     // The sample writes row-major layouts: {3,2,1,0} is every tensor's default.
     assert_eq!(
         conv.default_m2m,
@@ -134,4 +124,13 @@ fn prefixes_complete_alike_in_the_evaluator_and_the_compiler() {
     let exact = |c: &[NodeChoice]| recompiled_ns(&prepared, &ev.compilation_config(c), &t).unwrap();
     assert_eq!(exact(&prefix), exact(&full));
     assert_ne!(exact(&prefix), ev.default_ns);
+}
+
+/// The first convolution among the evaluator's configurable nodes, with its position.
+fn first_convolution(ev: &LayoutEvaluator) -> (usize, &tpusim::dataset::layout_eval::ConfigNode) {
+    ev.nodes
+        .iter()
+        .enumerate()
+        .find(|(_, n)| n.opcode == tpusim::ir::Opcode::Convolution)
+        .unwrap()
 }

@@ -136,6 +136,17 @@ impl TileConfig {
                 .map(|(e, u)| (e.max(1) + u - 1) / u)
                 .collect()
         };
+        // An operand's tile in counts: each of its dims' element bound, in its units.
+        let operand_counts = |inp: &super::kernel::InputDesc| {
+            counts(
+                &inp.tensor,
+                &mut inp
+                    .dims
+                    .iter()
+                    .zip(&inp.tensor.dims)
+                    .map(|(m, &s)| bound_of(m, s)),
+            )
+        };
         let mut covered = [false; MAX_DIMS];
         let (bt, map) = bounds_tensor(desc);
         let output_bounds = counts(
@@ -159,27 +170,13 @@ impl TileConfig {
                     }
                 }
             }
-            kernel_bounds = counts(
-                &ko.tensor,
-                &mut ko
-                    .dims
-                    .iter()
-                    .zip(&ko.tensor.dims)
-                    .map(|(m, &s)| bound_of(m, s)),
-            );
+            kernel_bounds = operand_counts(ko);
         }
         let needs_input = (r..desc.n_iter()).any(|d| !covered.get(d).copied().unwrap_or(true));
         let mut input_bounds = Vec::new();
         if needs_input {
             if let Some(i0) = desc.inputs.first() {
-                input_bounds = counts(
-                    &i0.tensor,
-                    &mut i0
-                        .dims
-                        .iter()
-                        .zip(&i0.tensor.dims)
-                        .map(|(m, &s)| bound_of(m, s)),
-                );
+                input_bounds = operand_counts(i0);
             }
         }
         Self {
