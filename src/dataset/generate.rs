@@ -263,7 +263,17 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                     return Ok(None);
                 };
                 let mut cfgs = vec![def.clone()];
-                for t in sample_tiles(desc, &o.target, o.configs.saturating_sub(1) + 1, seed) {
+                // A standalone reshape is a relayout copy that the real tile search does
+                // not tune (its runs in real data all carry the empty configuration): it
+                // has the one default configuration, which the loaders drop below.
+                let tunable =
+                    !(lk.hero == crate::ir::Opcode::Reshape && k.fused_computation.is_none());
+                let samples = if tunable {
+                    o.configs.saturating_sub(1) + 1
+                } else {
+                    0
+                };
+                for t in sample_tiles(desc, &o.target, samples, seed) {
                     if cfgs.len() >= o.configs {
                         break;
                     }

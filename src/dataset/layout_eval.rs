@@ -137,16 +137,8 @@ fn perm_key(m2m: &[i64]) -> u64 {
 
 fn elem_bits_of(s: &crate::ir::Shape) -> u32 {
     s.as_array()
-        .map(|a| a.element_type.bit_width().max(1))
+        .map(crate::kernels::ops::elem_bits)
         .unwrap_or(32)
-}
-
-/// Physical dims (major→minor) of logical `dims` under `m2m`.
-fn physical(dims: &[i64], m2m: &[i64]) -> Vec<i64> {
-    m2m.iter()
-        .rev()
-        .map(|&l| dims.get(l as usize).copied().unwrap_or(1).max(1))
-        .collect()
 }
 
 /// For a new minor_to_major, the permutation `new_pos → old_pos` of physical dims.
@@ -441,7 +433,7 @@ impl LayoutEvaluator {
             return t;
         }
         let t = (|| {
-            let in_phys = physical(dims, from);
+            let in_phys = crate::passes::tiling::physical_dims(dims, from);
             let perm = phys_perm(from, to)?;
             let d = KernelDesc::copy_transpose("copy", &in_phys, &perm, bits).ok()?;
             desc_ns(&d, &self.target)

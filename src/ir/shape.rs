@@ -125,37 +125,14 @@ impl ArrayShape {
     }
 
     /// Bytes with tiled-layout padding (XLA's `ArraySize`): the first tile pads the
-    /// most-minor physical dims; L(n) rounds the element count.
+    /// most-minor physical dims ([`padded_physical_dims`]); L(n) rounds the element count.
     pub fn padded_byte_size(&self) -> u64 {
         let layout = match &self.layout {
             Some(l) if !l.tiles.is_empty() => l,
             _ => return self.byte_size(),
         };
-        let m2m = self.minor_to_major();
-        let tile = &layout.tiles[0].dims;
-        let r = tile.len();
-        let mut count: u64 = 1;
-        for (i, &d) in m2m.iter().enumerate() {
-            let size = self.dims.get(d as usize).copied().unwrap_or(1).max(0) as u64;
-            let padded = if i < r {
-                let t = tile[r - 1 - i];
-                if t > 0 {
-                    size.div_ceil(t as u64) * t as u64
-                } else {
-                    size
-                }
-            } else {
-                size
-            };
-            count = count.saturating_mul(padded);
-        }
-        // Tile dims beyond the rank count as size-1 dims padded to the tile.
-        for i in m2m.len()..r {
-            let t = tile[r - 1 - i];
-            if t > 0 {
-                count = count.saturating_mul(t as u64);
-            }
-        }
+        let padded = padded_physical_dims(&self.dims, &self.minor_to_major(), &layout.tiles);
+        let mut count = padded.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));
         if layout.tail_padding_alignment > 0 {
             let a = layout.tail_padding_alignment as u64;
             count = count.div_ceil(a) * a;
@@ -166,6 +143,38 @@ impl ArrayShape {
             count.saturating_mul(self.element_type.byte_size())
         }
     }
+}
+
+/// The physical tiled shape of an array: its dims in physical order (major → minor, by
+/// `m2m`), each of the most-minor ones rounded up to the first tile's dim (XLA's
+/// `ArraySize`, spec §5.5). Tile dims beyond the rank count as size-1 dims padded to
+/// the tile, so they lead the result (`f32[]{:T(256)}` → `[256]`). Unbounded dynamic
+/// and negative dims count as 1. This is the one place the padded shape of a tensor is
+/// computed: the IR's byte sizes, the layout passes and the kernel model's HBM bytes all
+/// call it.
+pub fn padded_physical_dims(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> Dims {
+    let tile: &[i64] = tiles.first().map(|t| t.dims.as_slice()).unwrap_or(&[]);
+    let r = tile.len();
+    let rank = m2m.len();
+    let mut out = Dims::new();
+    for i in (rank..r).rev() {
+        let t = tile[r - 1 - i];
+        if t > 0 {
+            out.push(t);
+        }
+    }
+    for (i, &d) in m2m.iter().enumerate().rev() {
+        let size = match usize::try_from(d).ok().and_then(|d| dims.get(d)) {
+            Some(&x) if x >= 0 => x,
+            _ => 1,
+        };
+        let padded = match (i < r).then(|| tile[r - 1 - i]) {
+            Some(t) if t > 0 => (size / t + i64::from(size % t != 0)).saturating_mul(t),
+            _ => size,
+        };
+        out.push(padded);
+    }
+    out
 }
 
 /// An instruction's shape, shared copy-on-write (like [`crate::ir::SharedAttrs`]): the

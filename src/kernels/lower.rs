@@ -154,7 +154,7 @@ pub fn lower_kernel_full(
     };
     if region.single
         && matches!(op, Opcode::Reshape | Opcode::Transpose)
-        && !region.changes_physical(region.root)
+        && region.is_tpu_bitcast(region.root)
     {
         return Ok(None);
     }
@@ -179,7 +179,7 @@ pub fn lower_body(
         if is_zero_cost(op)
             || is_control_flow(op)
             || (matches!(op, Opcode::Reshape | Opcode::Transpose)
-                && !region.changes_physical(region.root))
+                && region.is_tpu_bitcast(region.root))
         {
             return Ok(None);
         }
@@ -421,6 +421,37 @@ impl<'m> Region<'m> {
         let ins = self.ins(id);
         let src = self.operands(id).first().map(|&o| self.ins(o).shape);
         changes_physical(ins.opcode, ins.attrs, ins.shape, src)
+    }
+
+    /// Whether a standalone reshape / transpose moves no bytes in HBM
+    /// ([`crate::passes::tiling::is_tpu_bitcast`]: the layout pass's rule, tiles included).
+    fn is_tpu_bitcast(&self, id: InstrId) -> bool {
+        let ins = self.ins(id);
+        let src = self.operands(id).first().map(|&o| self.ins(o).shape);
+        let (Some(b), Some(a)) = (ins.shape.as_array(), src.and_then(|s| s.as_array())) else {
+            return false;
+        };
+        let perm = match ins.opcode {
+            Opcode::Transpose => match &ins.attrs.dimensions {
+                Some(p) => Some(p.as_slice()),
+                None => return false,
+            },
+            _ => None,
+        };
+        let (am, bm) = (a.minor_to_major(), b.minor_to_major());
+        crate::passes::tiling::is_tpu_bitcast(
+            perm,
+            crate::passes::tiling::Laid {
+                et: a.element_type,
+                dims: &a.dims,
+                m2m: &am,
+            },
+            crate::passes::tiling::Laid {
+                et: b.element_type,
+                dims: &b.dims,
+                m2m: &bm,
+            },
+        )
     }
 
     fn called(&self, id: InstrId, role: CallRole) -> Option<&'m Computation> {
@@ -1206,7 +1237,7 @@ impl Tracer<'_, '_> {
 
 /// Physical TensorDesc of an array.
 fn tensor(a: &ArrayShape) -> TensorDesc {
-    TensorDesc::new(physical_dims(a), elem_bits(a))
+    TensorDesc::typed(physical_dims(a), a.element_type, elem_bits(a))
 }
 
 /// Leaf logical maps → physical-order maps of the input tensor.
@@ -1921,7 +1952,7 @@ fn flatten(d: &KernelDesc) -> KernelDesc {
                 DimMap::Full
             };
             InputDesc {
-                tensor: TensorDesc::new(t, i.tensor.elem_bits.clamp(1, 64)),
+                tensor: TensorDesc::typed(t, i.tensor.elem, i.tensor.elem_bits.clamp(1, 64)),
                 dims: vec![DimMap::Iter(0), minor],
             }
         })
@@ -1929,7 +1960,7 @@ fn flatten(d: &KernelDesc) -> KernelDesc {
     KernelDesc {
         name: d.name.clone(),
         kind: KernelKind::Other,
-        output: TensorDesc::new(out, d.output.elem_bits.clamp(1, 64)),
+        output: TensorDesc::typed(out, d.output.elem, d.output.elem_bits.clamp(1, 64)),
         reduction_dims: vec![],
         inputs,
         kernel_operand: None,

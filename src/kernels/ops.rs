@@ -161,12 +161,11 @@ pub fn physical_order(a: &ArrayShape) -> Vec<usize> {
     out
 }
 
-/// Physical dims (major→minor) of an array shape.
+/// Physical dims (major→minor) of an array shape: [`crate::passes::tiling::physical_dims`]
+/// over its layout (a malformed layout reads as row-major).
 pub fn physical_dims(a: &ArrayShape) -> Vec<i64> {
-    physical_order(a)
-        .iter()
-        .map(|&l| dim_size(a.dims.get(l).copied().unwrap_or(1)))
-        .collect()
+    let m2m: Vec<i64> = physical_order(a).iter().rev().map(|&d| d as i64).collect();
+    crate::passes::tiling::physical_dims(&a.dims, &m2m).to_vec()
 }
 
 /// The array an instruction produces for dim-tracing purposes: the array

@@ -827,7 +827,7 @@ fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
     let mut bytes = 0.0;
     let bw = target.core_hbm_bandwidth();
     for t in &k.lowered.side_outputs {
-        let b = t.padded_bytes(target);
+        let b = t.padded_bytes();
         let eff = target.hbm_efficiency_at(b / steps).max(1e-6);
         ns += b / (bw * eff) * 1e9;
         bytes += b;
@@ -840,12 +840,12 @@ fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
 /// every operand at the large-transfer bandwidth) + launch.
 fn roofline(k: &ProgramKernel, target: &TpuTarget) -> Eval {
     let d = &k.lowered.desc;
-    let mut bytes = d.output.padded_bytes(target);
+    let mut bytes = d.output.padded_bytes();
     for i in &d.inputs {
-        bytes += i.tensor.padded_bytes(target);
+        bytes += i.tensor.padded_bytes();
     }
     for t in &k.lowered.side_outputs {
-        bytes += t.padded_bytes(target);
+        bytes += t.padded_bytes();
     }
     let bw = target.core_hbm_bandwidth() * target.hbm_efficiency_at(bytes).max(1e-6);
     let hbm_ns = bytes / bw * 1e9;

@@ -1304,23 +1304,25 @@ fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
         let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else {
             continue;
         };
-        if a.element_type != b.element_type {
-            continue;
-        }
-        let logical = if n.opcode == Opcode::Transpose {
+        let perm = if n.opcode == Opcode::Transpose {
             let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
                 continue;
             };
-            tiling::transpose_is_bitcast(perm, &a.dims, am, bm)
+            Some(perm.as_slice())
         } else {
-            tiling::reshape_is_bitcast(&a.dims, am, &b.dims, bm)
+            None
         };
-        if !logical {
-            continue;
-        }
-        let at = tiling::tpu_tiles(a.element_type, &a.dims, am);
-        let bt = tiling::tpu_tiles(b.element_type, &b.dims, bm);
-        if tiling::tiled_compatible(&a.dims, am, &at, &b.dims, bm, &bt) {
+        let from = tiling::Laid {
+            et: a.element_type,
+            dims: &a.dims,
+            m2m: am,
+        };
+        let to = tiling::Laid {
+            et: b.element_type,
+            dims: &b.dims,
+            m2m: bm,
+        };
+        if tiling::is_tpu_bitcast(perm, from, to) {
             fc.nodes[x as usize].opcode = Opcode::Bitcast;
             stats.bitcasts += 1;
         }

@@ -4,7 +4,7 @@
 
 use smallvec::SmallVec;
 
-use crate::ir::{Dims, Layout, PrimitiveType, Tile};
+use crate::ir::{padded_physical_dims, Dims, Layout, PrimitiveType, Tile};
 
 /// Row-major `minor_to_major` for a rank.
 pub fn row_major(rank: usize) -> Dims {
@@ -26,13 +26,9 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
     true
 }
 
-/// Physical dims, major → minor.
+/// Physical dims, major → minor (untiled [`padded_physical_dims`]).
 pub fn physical_dims(dims: &[i64], m2m: &[i64]) -> Dims {
-    let mut out = Dims::new();
-    for &d in m2m.iter().rev() {
-        out.push(dims.get(d as usize).copied().unwrap_or(1));
-    }
-    out
+    padded_physical_dims(dims, m2m, &[])
 }
 
 fn tile(d: &[i64]) -> Tile {
@@ -126,26 +122,11 @@ pub fn tpu_layout(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> Layout {
 }
 
 /// Elements occupied with the first tile's padding (XLA's `ArraySize` in elements):
-/// the first tile rounds the most-minor physical dims up to its dims.
+/// the product of [`padded_physical_dims`].
 pub fn padded_elements(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> u64 {
-    let tile: &[i64] = tiles.first().map(|t| t.dims.as_slice()).unwrap_or(&[]);
-    let r = tile.len();
-    let mut count: u64 = 1;
-    for (i, &d) in m2m.iter().enumerate() {
-        let size = dims.get(d as usize).copied().unwrap_or(1).max(0) as u64;
-        let padded = match (i < r).then(|| tile[r - 1 - i]) {
-            Some(t) if t > 0 => size.div_ceil(t as u64) * t as u64,
-            _ => size,
-        };
-        count = count.saturating_mul(padded);
-    }
-    for i in m2m.len()..r {
-        let t = tile[r - 1 - i];
-        if t > 0 {
-            count = count.saturating_mul(t as u64);
-        }
-    }
-    count
+    padded_physical_dims(dims, m2m, tiles)
+        .iter()
+        .fold(1u64, |a, &d| a.saturating_mul(d as u64))
 }
 
 /// Dimension groups of a reshape: for each non-degenerate input/output dim the index of
@@ -317,6 +298,14 @@ pub fn tiled_compatible(
     if a_tiles.is_empty() && b_tiles.is_empty() {
         return true;
     }
+    let padded_a = padded_elements(a_dims, a_m2m, a_tiles);
+    if padded_a != padded_elements(b_dims, b_m2m, b_tiles) {
+        return false;
+    }
+    // Arrays whose tiled bytes are their elements in linear order are compatible.
+    if tiled_is_linear(a_dims, a_m2m, a_tiles) && tiled_is_linear(b_dims, b_m2m, b_tiles) {
+        return true;
+    }
     let minor = |d: &[i64], m: &[i64], k: usize| -> i64 {
         m.get(k)
             .and_then(|&x| d.get(x as usize))
@@ -324,9 +313,6 @@ pub fn tiled_compatible(
             .unwrap_or(1)
     };
     if minor(a_dims, a_m2m, 0) != minor(b_dims, b_m2m, 0) {
-        return false;
-    }
-    if padded_elements(a_dims, a_m2m, a_tiles) != padded_elements(b_dims, b_m2m, b_tiles) {
         return false;
     }
     let (sa, sb) = (minor(a_dims, a_m2m, 1), minor(b_dims, b_m2m, 1));
@@ -346,6 +332,58 @@ pub fn tiled_compatible(
             .max(1)
     };
     sa % rows(a_tiles) == 0 && sb % rows(b_tiles) == 0
+}
+
+/// Whether the tiled bytes of an array hold its elements in linear (row-major physical)
+/// order: one tile level (no packing sub-tile) that is rank 1, or rank 2 whose
+/// lane dim is the whole minor dim and whose row count divides the second-minor dim.
+fn tiled_is_linear(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> bool {
+    let dim = |k: usize| {
+        m2m.get(k)
+            .and_then(|&x| dims.get(x as usize))
+            .copied()
+            .unwrap_or(1)
+    };
+    match tiles {
+        [] => true,
+        [t] => match t.dims.as_slice() {
+            [_] => true,
+            [r, c] => dim(0) == *c && *r > 0 && dim(1) % r == 0,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// An array as the bitcast test sees it: element type, logical dims, `minor_to_major`.
+#[derive(Debug, Clone, Copy)]
+pub struct Laid<'a> {
+    /// Element type.
+    pub et: PrimitiveType,
+    /// Logical dims.
+    pub dims: &'a [i64],
+    /// Physical order, most-minor first.
+    pub m2m: &'a [i64],
+}
+
+/// Whether a reshape (`perm` = `None`) or a transpose (`Some(dimensions)`) from `a` to
+/// `b` moves no bytes on a TPU: the same element type, the same linear order of the
+/// elements, and the same bytes under the TPU tiles ([`tiled_compatible`]). The one rule
+/// for it: the layout pass turns such instructions into bitcasts, and the kernel model
+/// costs a standalone reshape or transpose as a copy unless it holds.
+pub fn is_tpu_bitcast(perm: Option<&[i64]>, a: Laid<'_>, b: Laid<'_>) -> bool {
+    if a.et != b.et {
+        return false;
+    }
+    let logical = match perm {
+        Some(p) => transpose_is_bitcast(p, a.dims, a.m2m, b.m2m),
+        None => reshape_is_bitcast(a.dims, a.m2m, b.dims, b.m2m),
+    };
+    logical && {
+        let at = tpu_tiles(a.et, a.dims, a.m2m);
+        let bt = tpu_tiles(b.et, b.dims, b.m2m);
+        tiled_compatible(a.dims, a.m2m, &at, b.dims, b.m2m, &bt)
+    }
 }
 
 #[cfg(test)]
@@ -476,6 +514,25 @@ mod tests {
             &[2, 8, 128],
             &[2, 1, 0],
             &t8
+        ));
+        // f32[16,128]{T(8,128)} -> f32[2048]{T(1024)}: both hold the elements in linear
+        // order (each 8x128 tile is 8 whole rows).
+        assert!(tiled_compatible(
+            &[16, 128],
+            &[1, 0],
+            &t8,
+            &[2048],
+            &[0],
+            &[t(&[1024])]
+        ));
+        // bf16 T(8,128)(2,1) packs row pairs into words: not linear.
+        assert!(!tiled_compatible(
+            &[16, 128],
+            &[1, 0],
+            &[t(&[8, 128]), t(&[2, 1])],
+            &[2048],
+            &[0],
+            &[t(&[1024])]
         ));
         // [10,128] -> [2,5,128]: padding differs.
         assert!(!tiled_compatible(

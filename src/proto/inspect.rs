@@ -106,8 +106,56 @@ pub struct ModuleSummary {
     pub configurable_nodes: Vec<ConfigurableNode>,
     /// Opcode histogram of the configurable nodes.
     pub configurable_opcodes: BTreeMap<String, usize>,
+    /// The runs' configurations in the real data's terms.
+    pub configs: ConfigSummary,
     /// Inconsistencies found (not fatal).
     pub warnings: Vec<String>,
+}
+
+/// The configurations of a module's runs, in the terms of real TPU tuning data
+/// (docs/dataset-format.md): tile bounds count tiles of the kernel's iteration-space
+/// tensor, major → minor; a layout tensor is a `minor_to_major` prefix (empty = the
+/// compiler's choice).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ConfigSummary {
+    /// No run is configured.
+    None,
+    /// Tile runs.
+    Tile {
+        /// The default run's bounds.
+        default: Option<TileBounds>,
+        /// Per-dim range of `output_bounds` over the runs.
+        output_bounds: Vec<(i64, i64)>,
+        /// Per-dim range of `kernel_bounds` over the runs.
+        kernel_bounds: Vec<(i64, i64)>,
+        /// Per-dim range of `input_bounds` over the runs.
+        input_bounds: Vec<(i64, i64)>,
+    },
+    /// Layout runs.
+    Layout {
+        /// Tensors the default run sets (non-empty prefixes).
+        default_set: usize,
+        /// Tensors per run (configurable nodes × their tensors).
+        tensors_per_run: usize,
+        /// Over all runs: tensors left to the compiler.
+        empty: usize,
+        /// Over all runs: tensors given as a prefix shorter than their rank, by length.
+        prefix: BTreeMap<usize, usize>,
+        /// Over all runs: tensors given as a whole permutation.
+        full: usize,
+    },
+}
+
+/// One tile run's bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TileBounds {
+    /// Tiles of the iteration-space tensor per dim.
+    pub output_bounds: Vec<i64>,
+    /// Tiles of the kernel operand per dim.
+    pub kernel_bounds: Vec<i64>,
+    /// Tiles of the input per dim.
+    pub input_bounds: Vec<i64>,
 }
 
 /// Reads a tuning file's bytes and summarises it.
@@ -262,6 +310,7 @@ fn summarize_module(index: usize, m: &ModuleTuning) -> ModuleSummary {
         runtime,
         configurable_nodes,
         configurable_opcodes,
+        configs: config_summary(m, &nodes),
         warnings,
     }
 }
@@ -281,6 +330,194 @@ impl fmt::Display for TuningSummary {
             write!(f, "{m}")?;
         }
         Ok(())
+    }
+}
+
+/// Widens per-dim ranges by one bounds list (a list of another length adds dims).
+fn widen(ranges: &mut Vec<(i64, i64)>, bounds: &[i64]) {
+    for (i, &b) in bounds.iter().enumerate() {
+        match ranges.get_mut(i) {
+            Some(r) => *r = (r.0.min(b), r.1.max(b)),
+            None => ranges.push((b, b)),
+        }
+    }
+}
+
+fn config_summary(
+    m: &ModuleTuning,
+    nodes: &[&crate::proto::xla::HloInstructionProto],
+) -> ConfigSummary {
+    let tile_runs: Vec<&super::tuning::TileConfig> = m
+        .runs
+        .iter()
+        .filter_map(|r| match &r.config {
+            RunConfig::Tile(Some(t)) => Some(t),
+            _ => None,
+        })
+        .collect();
+    if !tile_runs.is_empty() {
+        let (mut output_bounds, mut kernel_bounds, mut input_bounds) = (vec![], vec![], vec![]);
+        for t in &tile_runs {
+            widen(&mut output_bounds, &t.output_bounds);
+            widen(&mut kernel_bounds, &t.kernel_bounds);
+            widen(&mut input_bounds, &t.input_bounds);
+        }
+        let default = m
+            .default_run()
+            .and_then(|i| m.runs.get(i))
+            .and_then(|r| match &r.config {
+                RunConfig::Tile(Some(t)) => Some(TileBounds {
+                    output_bounds: t.output_bounds.clone(),
+                    kernel_bounds: t.kernel_bounds.clone(),
+                    input_bounds: t.input_bounds.clone(),
+                }),
+                _ => None,
+            });
+        return ConfigSummary::Tile {
+            default,
+            output_bounds,
+            kernel_bounds,
+            input_bounds,
+        };
+    }
+    let layouts: Vec<(bool, &super::tuning::LayoutConfig)> = m
+        .runs
+        .iter()
+        .filter_map(|r| match &r.config {
+            RunConfig::Layout(l) => Some((r.is_default, l)),
+            _ => None,
+        })
+        .collect();
+    if layouts.is_empty() {
+        return ConfigSummary::None;
+    }
+    // Rank of tensor k of configurable node i: its output, then its operands.
+    let by_id: BTreeMap<i64, &crate::proto::xla::HloInstructionProto> =
+        nodes.iter().map(|n| (n.id, *n)).collect();
+    let rank_of = |inst: &crate::proto::xla::HloInstructionProto| {
+        inst.shape.as_ref().map(|s| s.dimensions.len())
+    };
+    let tensor_rank = |i: usize, k: usize| -> Option<usize> {
+        let node = usize::try_from(*m.config_index_to_node.get(i)?).ok()?;
+        let inst = nodes.get(node)?;
+        if k == 0 {
+            return rank_of(inst);
+        }
+        let id = inst.operand_ids.get(k - 1)?;
+        rank_of(by_id.get(id)?)
+    };
+    let (mut empty, mut full) = (0usize, 0usize);
+    let mut prefix = BTreeMap::new();
+    let (mut default_set, mut tensors_per_run) = (0usize, 0usize);
+    for (is_default, l) in &layouts {
+        let mut count = 0;
+        for (i, n) in l.nodes.iter().enumerate() {
+            for (k, t) in n.tensors.iter().enumerate() {
+                count += 1;
+                if t.is_empty() {
+                    empty += 1;
+                } else {
+                    if *is_default {
+                        default_set += 1;
+                    }
+                    if tensor_rank(i, k) == Some(t.len()) {
+                        full += 1;
+                    } else {
+                        *prefix.entry(t.len()).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        tensors_per_run = tensors_per_run.max(count);
+    }
+    ConfigSummary::Layout {
+        default_set,
+        tensors_per_run,
+        empty,
+        prefix,
+        full,
+    }
+}
+
+fn bounds_text(b: &[i64]) -> String {
+    let v: Vec<String> = b.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", v.join(","))
+}
+
+fn ranges_text(r: &[(i64, i64)]) -> String {
+    if r.is_empty() {
+        return "not set".to_string();
+    }
+    let v: Vec<String> = r
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}..{b}")
+            }
+        })
+        .collect();
+    format!("{} dims: {}", r.len(), v.join(" × "))
+}
+
+impl fmt::Display for ConfigSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigSummary::None => Ok(()),
+            ConfigSummary::Tile {
+                default,
+                output_bounds,
+                kernel_bounds,
+                input_bounds,
+            } => {
+                writeln!(
+                    f,
+                    "  tile configs (tiles of the iteration-space tensor, major → minor):"
+                )?;
+                if let Some(d) = default {
+                    writeln!(
+                        f,
+                        "    default: output {} kernel {} input {}",
+                        bounds_text(&d.output_bounds),
+                        bounds_text(&d.kernel_bounds),
+                        bounds_text(&d.input_bounds)
+                    )?;
+                }
+                writeln!(f, "    output_bounds: {}", ranges_text(output_bounds))?;
+                writeln!(f, "    kernel_bounds: {}", ranges_text(kernel_bounds))?;
+                writeln!(f, "    input_bounds:  {}", ranges_text(input_bounds))
+            }
+            ConfigSummary::Layout {
+                default_set,
+                tensors_per_run,
+                empty,
+                prefix,
+                full,
+            } => {
+                writeln!(
+                    f,
+                    "  layout configs (minor_to_major prefixes; empty = the compiler's choice):"
+                )?;
+                writeln!(
+                    f,
+                    "    default: {default_set} of {tensors_per_run} tensors set"
+                )?;
+                let total = (empty + full + prefix.values().sum::<usize>()).max(1);
+                let pct = |n: usize| n as f64 * 100.0 / total as f64;
+                let prefixes: Vec<String> = prefix
+                    .iter()
+                    .map(|(len, n)| format!("{len}-dim {:.1} %", pct(*n)))
+                    .collect();
+                writeln!(
+                    f,
+                    "    tensors over all runs: {:.1} % empty, prefixes {}, {:.1} % whole permutations",
+                    pct(*empty),
+                    if prefixes.is_empty() { "none".to_string() } else { prefixes.join(", ") },
+                    pct(*full)
+                )
+            }
+        }
     }
 }
 
@@ -350,6 +587,7 @@ impl fmt::Display for ModuleSummary {
                 )?;
             }
         }
+        write!(f, "{}", self.configs)?;
         for w in &self.warnings {
             writeln!(f, "  warning: {w}")?;
         }

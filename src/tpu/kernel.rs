@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
-use super::target::TpuTarget;
+use crate::ir::PrimitiveType;
 
 /// Largest supported number of iteration dims (output rank + reduction dims),
 /// and largest tensor rank. Evaluation uses fixed stack arrays of this size.
@@ -19,17 +19,39 @@ pub const MAX_DIMS: usize = 12;
 /// A tensor in its physical layout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorDesc {
-    /// Physical dims, major→minor (after layout assignment). The last two dims
-    /// map to (sublanes, lanes) and are padded to the tiled layout.
+    /// Physical dims, major→minor (after layout assignment).
     pub dims: Vec<i64>,
-    /// Element width in bits (1-bit `pred` is stored as 8 bits).
+    /// Element width in bits (1-bit `pred` is stored as 8 bits; `E(n)` wins).
     pub elem_bits: u32,
+    /// Element type: with the dims it fixes the TPU tiling of the tensor in HBM
+    /// ([`crate::passes::tiling::tpu_tiles`]).
+    pub elem: PrimitiveType,
 }
 
 impl TensorDesc {
-    /// New tensor description.
+    /// A tensor of `elem_bits`-wide elements of that width's usual type (f32, bf16,
+    /// s8, pred, s4, f64): for kernels built from numbers (tests, calibration
+    /// microbenchmarks, the layout evaluator's copies). The lowering passes the real
+    /// type with [`TensorDesc::typed`].
     pub fn new(dims: Vec<i64>, elem_bits: u32) -> Self {
-        Self { dims, elem_bits }
+        let elem = match elem_bits {
+            0..=1 => PrimitiveType::Pred,
+            2 => PrimitiveType::S2,
+            3..=4 => PrimitiveType::S4,
+            5..=8 => PrimitiveType::S8,
+            9..=16 => PrimitiveType::Bf16,
+            17..=32 => PrimitiveType::F32,
+            _ => PrimitiveType::F64,
+        };
+        Self::typed(dims, elem, elem_bits)
+    }
+    /// A tensor of element type `elem` stored at `elem_bits` bits.
+    pub fn typed(dims: Vec<i64>, elem: PrimitiveType, elem_bits: u32) -> Self {
+        Self {
+            dims,
+            elem_bits,
+            elem,
+        }
     }
     /// Rank.
     pub fn rank(&self) -> usize {
@@ -47,29 +69,18 @@ impl TensorDesc {
     pub fn bytes(&self) -> f64 {
         self.elements() as f64 * f64::from(self.storage_bits()) / 8.0
     }
-    /// Dims after tiled-layout padding on `target`: the second-minor dim
-    /// rounds up to the sublane tile (8 / 16 / 32 rows for 32 / 16 / 8-bit),
-    /// the minor dim to the lane count; a rank-1 array rounds up to one
-    /// (sublane tile × lanes) tile.
-    pub fn padded_dims(&self, target: &TpuTarget) -> Vec<i64> {
-        let sub = target.sublane_tile(self.storage_bits());
-        let lanes = i64::from(target.lanes);
-        let up = |x: i64, a: i64| (x + a - 1) / a * a;
-        let mut d = self.dims.clone();
-        let r = d.len();
-        match r {
-            0 => {}
-            1 => d[0] = up(d[0], sub * lanes),
-            _ => {
-                d[r - 2] = up(d[r - 2], sub);
-                d[r - 1] = up(d[r - 1], lanes);
-            }
-        }
-        d
+    /// The tensor's physical tiled shape in HBM: its dims padded to the TPU tile of
+    /// its type (`T(8,128)` for 32-bit, `T(8,128)(2,1)` for 16-bit, `T(1024)` for a
+    /// long rank-1 array, … — [`crate::passes::tiling::tpu_tiles`]), by the one
+    /// padded-shape function [`crate::ir::padded_physical_dims`].
+    pub fn padded_dims(&self) -> Vec<i64> {
+        let m2m = crate::passes::tiling::row_major(self.dims.len());
+        let tiles = crate::passes::tiling::tpu_tiles(self.elem, &self.dims, &m2m);
+        crate::ir::padded_physical_dims(&self.dims, &m2m, &tiles).to_vec()
     }
-    /// Bytes in HBM after tiled-layout padding on `target`.
-    pub fn padded_bytes(&self, target: &TpuTarget) -> f64 {
-        self.padded_dims(target)
+    /// Bytes in HBM after tiled-layout padding.
+    pub fn padded_bytes(&self) -> f64 {
+        self.padded_dims()
             .iter()
             .map(|&x| x as f64)
             .product::<f64>()
@@ -799,25 +810,32 @@ mod tests {
 
     #[test]
     fn padding_by_element_width() {
-        let t = TpuTarget::v3();
-        // f32[3,5] → [8,128]; bf16[3,5] → [16,128]; s8[3,5] → [32,128]
+        // The HBM tiles of spec §5.5: f32 with 3 rows takes T(4,128); bf16 T(8,128)(2,1)
+        // and s8 T(8,128)(4,1) pad to 8 rows; pred is stored as bytes; a long rank-1
+        // f32 array takes T(1024), a short one T(128); an f32 scalar T(256).
+        assert_eq!(TensorDesc::new(vec![3, 5], 32).padded_dims(), vec![4, 128]);
         assert_eq!(
-            TensorDesc::new(vec![3, 5], 32).padded_dims(&t),
-            vec![8, 128]
-        );
-        assert_eq!(
-            TensorDesc::new(vec![3, 5], 16).padded_dims(&t),
+            TensorDesc::new(vec![10, 5], 32).padded_dims(),
             vec![16, 128]
         );
         assert_eq!(
-            TensorDesc::new(vec![3, 5], 8).padded_dims(&t),
-            vec![32, 128]
+            TensorDesc::new(vec![10, 200], 16).padded_dims(),
+            vec![16, 256]
         );
+        assert_eq!(TensorDesc::new(vec![3, 5], 8).padded_dims(), vec![8, 128]);
         assert_eq!(
-            TensorDesc::new(vec![2, 3, 5], 1).padded_bytes(&t),
-            2.0 * 32.0 * 128.0
+            TensorDesc::new(vec![2, 3, 5], 1).padded_bytes(),
+            2.0 * 8.0 * 128.0
         );
-        assert_eq!(TensorDesc::new(vec![1000], 32).padded_dims(&t), vec![1024]);
+        assert_eq!(TensorDesc::new(vec![1000], 32).padded_dims(), vec![1024]);
+        assert_eq!(TensorDesc::new(vec![100], 32).padded_dims(), vec![128]);
+        assert_eq!(TensorDesc::new(vec![], 32).padded_dims(), vec![256]);
+        assert_eq!(
+            TensorDesc::typed(vec![], PrimitiveType::S32, 32).padded_dims(),
+            vec![128]
+        );
+        // 64-bit arrays are untiled.
+        assert_eq!(TensorDesc::new(vec![3, 5], 64).padded_dims(), vec![3, 5]);
     }
 
     #[test]
