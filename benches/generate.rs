@@ -3,9 +3,7 @@
 //! * `tile_configs`: the per-configuration work of the tile collection (cost-model
 //!   estimate, 24 config features, seeded noise) over every distinct kernel of the
 //!   default compilation; throughput is configurations per second on one core.
-//! * `layout_configs`: the incremental layout evaluator on random and default-search
-//!   configurations (caches warm after the first pass, as in a long run).
-//! * `layout_recompile`: `--labels recompile`, one random configuration compiled,
+//! * `layout_recompile`: the label of one random layout configuration: compiled,
 //!   lowered and estimated (`recompiled_ns` on a prepared module), on one core.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -61,18 +59,7 @@ fn bench(c: &mut Criterion) {
             acc
         })
     });
-    let ev = LayoutEvaluator::new(&m, &target).expect("evaluator");
-    for search in [Search::Default, Search::Random] {
-        let cfgs = sample_layouts(&ev, search, 200, 3);
-        let mut warm = ev.clone_empty();
-        for c in &cfgs {
-            warm.runtime_ns(c);
-        }
-        g.throughput(Throughput::Elements(cfgs.len() as u64));
-        g.bench_function(format!("layout_configs_{search:?}"), |b| {
-            b.iter(|| cfgs.iter().map(|c| warm.runtime_ns(c)).sum::<f64>())
-        });
-    }
+    let ev = LayoutEvaluator::new(&m, &target);
     let prepared = PreparedModule::new(&m).expect("prepares");
     let configs: Vec<CompilationConfig> = sample_layouts(&ev, Search::Random, 16, 5)
         .iter()

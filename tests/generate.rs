@@ -366,8 +366,9 @@ fn labels_make_sense() {
     ]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let files = v["files"].as_array().unwrap();
-    // ResNet-50 training (a 34 ms step on v3) spreads by ~9 %, ResNet-18 inference by
-    // ~24 %. Before the filter-gradient and default-tile rules of the cost model, a
+    // Exact labels (every configuration recompiled): ResNet-18 inference spreads 2.97×
+    // and ResNet-50 training 2.83× (a relaid-out convolution tensor adds copies of
+    // whole activations). Before the filter-gradient and default-tile rules of the cost model, a
     // single changed convolution could cost seconds: ResNet-18 spread 9.4×.
     for f in files {
         eprintln!(
@@ -375,7 +376,7 @@ fn labels_make_sense() {
             f["file"], f["max_min_ratio"], f["default_is_best"]
         );
         let r = f["max_min_ratio"].as_f64().unwrap();
-        assert!(r > 1.02 && r < 2.0, "{r}");
+        assert!(r > 1.02 && r < 4.0, "{r}");
     }
     assert!(files
         .iter()
@@ -472,16 +473,15 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
     assert_eq!(arrays["config_runtime"].as_slice::<i64>().unwrap()[0], row0);
 }
 
-/// `--labels recompile`: every layout configuration is compiled, lowered and estimated,
-/// so the labels are exactly what `tpusim estimate --runs` predicts for the written
-/// `.pb` file (which addresses the nodes by TpuGraphs index instead of by name); they
-/// differ from the incremental labels except for the default row, and do not depend
-/// on the thread count.
+/// One model: every layout configuration is compiled, lowered and estimated, so each
+/// label is exactly what `tpusim estimate --runs` predicts for the written `.pb` file
+/// (which addresses the nodes by TpuGraphs index) and what `tpusim estimate --config`
+/// prints for that configuration (by name); the labels do not depend on the thread count.
 #[test]
-fn recompiled_layout_labels_are_what_estimate_predicts() {
+fn layout_labels_are_what_estimate_prints() {
     let a = tempfile::tempdir().unwrap();
     let r18 = sample("resnet18_infer_b8.hlo");
-    let gen = |dir: &Path, labels: &str, threads: Option<&str>| {
+    let gen = |dir: &Path, threads: Option<&str>| {
         let mut cmd = tpusim();
         cmd.args([
             "generate",
@@ -491,8 +491,6 @@ fn recompiled_layout_labels_are_what_estimate_predicts() {
             dir.to_str().unwrap(),
             "--configs",
             "8",
-            "--labels",
-            labels,
             "--pb",
             "--quiet",
         ]);
@@ -510,15 +508,11 @@ fn recompiled_layout_labels_are_what_estimate_predicts() {
         let rt = arrays["config_runtime"].as_slice::<i64>().unwrap().to_vec();
         (rt, std::fs::read(&f).unwrap())
     };
-    let (exact, bytes) = gen(&a.path().join("r"), "recompile", None);
-    let (exact1, bytes1) = gen(&a.path().join("r1"), "recompile", Some("1"));
-    let (incr, _) = gen(&a.path().join("i"), "incremental", None);
+    let (exact, bytes) = gen(&a.path().join("r"), None);
+    let (exact1, bytes1) = gen(&a.path().join("r1"), Some("1"));
     assert_eq!(exact.len(), 8);
     assert_eq!(exact, exact1);
     assert!(bytes == bytes1, "the npz depends on the thread count");
-    assert_eq!(exact[0], incr[0], "the default row is the default program");
-    let differ = exact.iter().zip(&incr).filter(|(e, i)| e != i).count();
-    assert!(differ >= 6, "recompiled {exact:?} vs incremental {incr:?}");
     let pb = a
         .path()
         .join("r/pb/layout/xla/random/train/resnet18_infer_b8.pb");
@@ -538,33 +532,58 @@ fn recompiled_layout_labels_are_what_estimate_predicts() {
         .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
         .collect();
     assert_eq!(predicted, exact);
-    // The run report says where the labels came from.
-    for labels in ["recompile", "incremental"] {
-        let dir = a.path().join(format!("json-{labels}"));
+    // Each configuration as a `--config` file, nodes by name: `estimate` prints the label.
+    let m = tpusim::hlo::parse_module("r18", &std::fs::read_to_string(&r18).unwrap()).unwrap();
+    let mut ev =
+        tpusim::dataset::layout_eval::LayoutEvaluator::new(&m, &tpusim::tpu::TpuTarget::v3());
+    ev.order_as_graph(&tpusim::dataset::graph::encode_graph(&m).unwrap())
+        .unwrap();
+    let cfgs = tpusim::dataset::generate::sample_layouts(
+        &ev,
+        tpusim::dataset::generate::Search::Random,
+        8,
+        tpusim::dataset::plan::item_seed(0, "resnet18_infer_b8"),
+    );
+    assert_eq!(cfgs.len(), 8);
+    let list = |d: &Option<tpusim::ir::Dims>| {
+        let v: Vec<String> = d.iter().flatten().map(|x| x.to_string()).collect();
+        format!("[{}]", v.join(", "))
+    };
+    for (j, cfg) in cfgs.iter().enumerate() {
+        let mut toml = String::new();
+        for (n, c) in ev.nodes.iter().zip(cfg) {
+            if !c.is_default() {
+                toml += &format!(
+                    "[[layout]]\nnode = \"{}\"\noutput = {}\ninput = {}\nkernel = {}\n",
+                    n.name,
+                    list(&c.output),
+                    list(&c.input),
+                    list(&c.kernel)
+                );
+            }
+        }
+        let f = a.path().join(format!("cfg{j}.toml"));
+        std::fs::write(&f, toml).unwrap();
         let out = run(&[
-            "generate",
-            "layout",
-            &sample("mlp_train.hlo"),
-            "--out",
-            dir.to_str().unwrap(),
-            "--configs",
-            "4",
-            "--labels",
-            labels,
-            "--quiet",
+            "estimate",
+            &r18,
+            "--tpu",
+            "v3",
+            "--config",
+            f.to_str().unwrap(),
             "--json",
         ]);
-        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(report["labels"], labels);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let ns = v["total_ns"].as_f64().unwrap();
+        assert_eq!(ns.round() as i64, exact[j], "configuration {j}");
     }
-    // The tile collection has no layout labels to choose: `generate tile` has no such
-    // option.
+    // The tile collection has no layout search: `generate tile` has no `--search`.
     let out = tpusim()
-        .args(["generate", "tile", &r18, "--labels", "recompile", "--quiet"])
+        .args(["generate", "tile", &r18, "--search", "random", "--quiet"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '--labels'"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument '--search'"));
 }
 
 /// A reader that stops early (`tpusim compile … | head`) ends the command quietly:
@@ -600,7 +619,7 @@ fn score_puts_the_analytical_model_beside_submissions() {
     let d = a.path().to_str().unwrap();
     let (mlp, r18) = (sample("mlp_train.hlo"), sample("resnet18_infer_b8.hlo"));
     for kind in ["tile", "layout"] {
-        let mut args = vec![
+        let args = vec![
             "generate",
             kind,
             &mlp,
@@ -614,9 +633,6 @@ fn score_puts_the_analytical_model_beside_submissions() {
             "--pb",
             "--quiet",
         ];
-        if kind == "layout" {
-            args.extend(["--labels", "recompile"]);
-        }
         run(&args);
     }
     // The true ranking, and the worst one (reversed), as two submissions.
@@ -829,8 +845,6 @@ fn progress_lines_when_stderr_is_not_a_terminal() {
             out.path().join(dir).to_str().unwrap().into(),
             "--configs".into(),
             "5".into(),
-            "--labels".into(),
-            "recompile".into(),
         ]
     };
     let o = tpusim()
@@ -851,15 +865,15 @@ fn progress_lines_when_stderr_is_not_a_terminal() {
     // The length is the 5 configurations asked for, from the first line on.
     // (Two workers tick the counter, so the first line may already count two.)
     assert!(
-        lines[0].starts_with("progress: layout configs (recompiled) 1/5 (20%)")
-            || lines[0].starts_with("progress: layout configs (recompiled) 2/5 (40%)"),
+        lines[0].starts_with("progress: layout configs 1/5 (20%)")
+            || lines[0].starts_with("progress: layout configs 2/5 (40%)"),
         "{err}"
     );
     assert!(
         lines
             .last()
             .unwrap()
-            .starts_with("progress: layout configs (recompiled) 5/5 done in "),
+            .starts_with("progress: layout configs 5/5 done in "),
         "{err}"
     );
     let mut quiet = args("b");

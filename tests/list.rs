@@ -57,7 +57,7 @@ fn nodes_are_the_layout_evaluators_with_node_config_ids() {
     let t = TpuTarget::v3();
     for name in ["mlp_train.hlo", "resnet18_infer_b8.hlo"] {
         let m = load(name);
-        let ev = LayoutEvaluator::new(&m, &t).unwrap();
+        let ev = LayoutEvaluator::new(&m, &t);
         let l = list_nodes(&m, &t).unwrap();
         assert_eq!(l.len(), ev.nodes.len());
         let cn = configurable_nodes(&m);

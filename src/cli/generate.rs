@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::compile::target;
 use super::input::load_modules;
-use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Labels, Search};
+use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Search};
 use crate::dataset::plan::{Shard, SplitRatios};
 
 #[derive(Subcommand, Debug)]
@@ -30,11 +30,6 @@ pub struct LayoutGenArgs {
     /// Layout search: random layouts, or perturbations around the default.
     #[arg(long, value_enum, default_value = "random")]
     pub search: Search,
-    /// Where the runtimes come from: the incremental evaluator (fast), or compiling,
-    /// lowering and estimating every configuration (exact, ~14 ms each and core for
-    /// ResNet-50 training).
-    #[arg(long, value_enum, default_value = "incremental")]
-    pub labels: Labels,
     /// Source label of the collection (OUT/npz/layout/SOURCE/...): xla or nlp.
     #[arg(long, default_value = "xla")]
     pub source: String,
@@ -136,10 +131,9 @@ pub fn generate(c: Collection) -> Result<i32> {
             let LayoutGenArgs {
                 common,
                 search,
-                labels,
                 source,
             } = l;
-            (common, Some((search, labels, source)))
+            (common, Some((search, source)))
         }
     };
     let tile = layout.is_none();
@@ -149,8 +143,7 @@ pub fn generate(c: Collection) -> Result<i32> {
     if !(a.noise >= 0.0 && a.noise.is_finite()) {
         anyhow::bail!("--noise must be a finite number >= 0");
     }
-    let (search, labels, source) =
-        layout.unwrap_or((Search::Random, Labels::Incremental, "xla".into()));
+    let (search, source) = layout.unwrap_or((Search::Random, "xla".into()));
     if source != "xla" && source != "nlp" {
         anyhow::bail!("--source must be xla or nlp");
     }
@@ -166,7 +159,6 @@ pub fn generate(c: Collection) -> Result<i32> {
         progress: crate::progress::ProgressMode::for_stderr(a.quiet),
         source,
         search,
-        labels,
         write_pb: a.pb,
     };
     let ins = inputs(&a.inputs)?;

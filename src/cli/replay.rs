@@ -72,7 +72,7 @@ pub fn predict_runs(
                         kernel: node.kernel().to_vec(),
                     });
                 }
-                recompiled_ns(&prepared, &c, target)
+                recompiled_ns(&prepared, &c, target).map_err(|e| e.to_string())
             }
             _ => base_prog
                 .total_ns(target, &TileOverrides::default())

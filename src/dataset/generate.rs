@@ -7,10 +7,10 @@
 //! * **layout**: every module becomes one file
 //!   `npz/layout/{source}/{search}/{split}/<module>.npz` holding the whole program graph,
 //!   its configurable nodes, sampled layout configurations (nc × 18 features each, −1 =
-//!   compiler's choice) and the program runtime of each: from the incremental
-//!   [`LayoutEvaluator`](super::layout_eval::LayoutEvaluator) ([`Labels::Incremental`]),
-//!   or by compiling, lowering and estimating the program under every configuration
-//!   ([`Labels::Recompile`], [`recompiled_ns`]).
+//!   compiler's choice) and the program runtime of each: the program compiled, lowered
+//!   and estimated under that configuration ([`LayoutEvaluator::runtime_ns`]), which is
+//!   what `tpusim estimate --config` prints for it. Tile labels are the kernel's estimate
+//!   under each tile, which is what `estimate --config` prints for the kernel's module.
 //!
 //! Work is split across machines with `--shard i/n` (module `k` of the sorted input list
 //! goes to shard `k mod n`) and across threads with rayon; every item draws its random
@@ -32,7 +32,7 @@ use super::config_feat::{
 };
 use super::graph::{encode_graph_with, EncodeOptions};
 use super::kernel_module::{fingerprint, kernel_module};
-use super::layout_eval::{recompiled_ns, LayoutEvaluator, NodeChoice};
+use super::layout_eval::{LayoutEvaluator, NodeChoice};
 use super::manifest::{ModuleManifest, Recipe, Status};
 use super::plan::{item_seed, Noise, Shard, SplitRatios};
 use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
@@ -60,22 +60,6 @@ impl Search {
     }
 }
 
-/// Where the runtimes of layout configurations come from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Labels {
-    /// The incremental evaluator (`dataset/layout_eval.rs`): the default compilation
-    /// re-costed where a configuration touches it. Thousands of configurations per
-    /// second; ranks configurations like recompiling at Kendall τ ≈ 0.66 (default
-    /// search) and 0.32 (random search) on ResNet-18.
-    #[default]
-    Incremental,
-    /// Compile every configuration (layout assignment, fusion), lower it and estimate
-    /// the whole program: exactly what `tpusim estimate` gives for that configuration,
-    /// at ~18 ms per configuration and core for ResNet-50 training.
-    Recompile,
-}
-
 /// Options shared by both collections.
 #[derive(Debug, Clone)]
 pub struct GenOptions {
@@ -92,8 +76,6 @@ pub struct GenOptions {
     /// Layout collection: `xla` or `nlp`.
     pub source: String,
     pub search: Search,
-    /// Layout collection: where the runtimes come from.
-    pub labels: Labels,
     /// Also write the raw TpuGraphs `ModuleTuningData` file of every npz file, under
     /// `pb/` mirroring `npz/`.
     pub write_pb: bool,
@@ -144,9 +126,6 @@ pub struct GenReport {
     pub configs: u64,
     pub seconds: f64,
     pub configs_per_second: f64,
-    /// Layout collection: where the runtimes came from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub labels: Option<Labels>,
     pub notes: Vec<String>,
     pub files: Vec<FileStats>,
 }
@@ -518,15 +497,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
         pad_minus_one: o.pad_minus_one,
         ..Default::default()
     };
-    report.labels = Some(o.labels);
-    let pb = Progress::new(
-        o.progress,
-        0,
-        match o.labels {
-            Labels::Incremental => "layout configs",
-            Labels::Recompile => "layout configs (recompiled)",
-        },
-    );
+    let pb = Progress::new(o.progress, 0, "layout configs");
     // Every module of this shard announces its configurations up front; a module that is
     // skipped, or whose sampler runs dry, takes its share back.
     let per_module = o.configs.max(1) as u64;
@@ -555,8 +526,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .join(split.dir());
         std::fs::create_dir_all(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
-        let mut ev = LayoutEvaluator::new(&input.module, &o.target)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
+        let mut ev = LayoutEvaluator::new(&input.module, &o.target);
         if ev.nodes.is_empty() {
             report.notes.push(format!(
                 "{}: no configurable nodes; no layout file",
@@ -571,24 +541,11 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .order_as_graph(&g)
             .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         let seed = item_seed(o.seed, &input.name);
-        // Pass 1: evaluate the configurations chunk by chunk (memory: one chunk), each
-        // thread with its own evaluator caches. Pass 2 replays the same stream from its
-        // seed to write the feature rows.
-        let threads = rayon::current_num_threads().max(1);
-        let incremental = o.labels == Labels::Incremental;
-        let evaluators: Vec<std::sync::Mutex<LayoutEvaluator>> = (0..threads)
-            .filter(|_| incremental)
-            .map(|_| std::sync::Mutex::new(ev.clone_empty()))
-            .collect();
-        // Recompiled labels: the module is prepared once and shared by the threads.
-        let prepared = if incremental {
-            None
-        } else {
-            Some(
-                PreparedModule::new(&input.module)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?,
-            )
-        };
+        // Pass 1: label the configurations chunk by chunk (memory: one chunk), the
+        // threads sharing the module prepared once. Pass 2 replays the same stream from
+        // its seed to write the feature rows.
+        let prepared = PreparedModule::new(&input.module)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         let mut sampler = LayoutSampler::new(&ev, o.search, seed);
         let mut runtimes: Vec<i64> = Vec::new();
         const CHUNK: usize = 512;
@@ -599,46 +556,21 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             if chunk.is_empty() {
                 break;
             }
-            let ns: Vec<Vec<f64>> = match &prepared {
-                None => {
-                    let per = chunk.len().div_ceil(threads).max(1);
-                    chunk
-                        .par_chunks(per)
-                        .enumerate()
-                        .map(|(t, part)| {
-                            let mut e = match evaluators[t % threads].lock() {
-                                Ok(g) => g,
-                                Err(p) => p.into_inner(),
-                            };
-                            part.iter()
-                                .map(|c| {
-                                    pb.inc(1);
-                                    e.runtime_ns(c)
-                                })
-                                .collect()
-                        })
-                        .collect()
-                }
-                Some(prepared) => {
-                    let base = runtimes.len();
-                    let ns: Vec<f64> = chunk
-                        .par_iter()
-                        .enumerate()
-                        .map(|(j, c)| {
-                            let r = recompiled_ns(prepared, &ev.compilation_config(c), &o.target);
-                            pb.inc(1);
-                            r.map_err(|e| {
-                                anyhow::anyhow!("{}: configuration {}: {e}", input.name, base + j)
-                            })
-                        })
-                        .collect::<anyhow::Result<_>>()?;
-                    vec![ns]
-                }
-            };
+            let base = runtimes.len();
+            let ns: Vec<f64> = chunk
+                .par_iter()
+                .enumerate()
+                .map(|(j, c)| {
+                    let r = ev.runtime_ns(&prepared, c);
+                    pb.inc(1);
+                    r.map_err(|e| {
+                        anyhow::anyhow!("{}: configuration {}: {e}", input.name, base + j)
+                    })
+                })
+                .collect::<anyhow::Result<_>>()?;
             let base = runtimes.len() as u64;
             runtimes.extend(
                 ns.into_iter()
-                    .flatten()
                     .enumerate()
                     .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
             );

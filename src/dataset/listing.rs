@@ -118,7 +118,7 @@ pub fn list_kernels(
 /// The configurable nodes of `module` as the layout evaluator (and so `generate
 /// layout`) sees them, in its order.
 pub fn list_nodes(module: &Module, target: &TpuTarget) -> Result<Vec<NodeEntry>, ListingError> {
-    let mut ev = LayoutEvaluator::new(module, target)?;
+    let mut ev = LayoutEvaluator::new(module, target);
     let g = encode_graph(module)?;
     ev.order_as_graph(&g)?;
     Ok(ev

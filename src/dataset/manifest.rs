@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-use super::generate::{GenOptions, Labels};
+use super::generate::GenOptions;
 use super::kernel_module::fnv1a;
 use crate::hlo::print_module;
 use crate::ir::Module;
@@ -35,9 +35,6 @@ pub struct Recipe {
     pub module_digest: String,
     pub configs: usize,
     pub seed: u64,
-    /// Layout collection: where the runtimes come from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub labels: Option<Labels>,
     /// The whole TPU target, parameters included (a target file may change).
     pub tpu: crate::tpu::TpuTarget,
     pub noise: f64,
@@ -57,7 +54,6 @@ impl Recipe {
             module_digest: format!("{:016x}", fnv1a(print_module(module).as_bytes())),
             configs: o.configs,
             seed: o.seed,
-            labels: (collection != "tile").then_some(o.labels),
             tpu: o.target.clone(),
             noise: o.noise,
             split: format!("{}/{}/{}", s.train, s.valid, s.test),
