@@ -69,8 +69,8 @@ fn target_sweep_is_the_estimate_on_each_target() {
         ms[0] > ms[1] && ms[1] > ms[2] && ms[2] > ms[3] && ms[3] > ms[4],
         "{ms:?}"
     );
-    // Between v3 and v5e: 23 convolutions go from MXU- to HBM-bound (v5e has 2.6× the
-    // MXU rate of a v3 core and 1.8× its bandwidth), none the other way.
+    // Between v3 and v5e: 23 convolutions go from MXU- to HBM-bound (v5e has 3.2× the
+    // MXU throughput of a v3 core and 1.8× its bandwidth), none the other way.
     let two = target_sweep(&p, &tiles, &[TpuTarget::v3(), TpuTarget::v5e()]).unwrap();
     let changed = two.changes();
     let mxu_to_hbm = changed

@@ -121,9 +121,10 @@ pub fn roofline_cmd(a: RooflineArgs) -> Result<i32> {
     }
     let without = if r.without_flops > 0 {
         format!(
-            "; {} without (copies, data movement: {:.1}% of the time) are not on it",
+            "; {} without FLOPs (copies, data movement: {:.1}% of the time) {} not on it",
             r.without_flops,
-            100.0 * r.without_flops_share
+            100.0 * r.without_flops_share,
+            if r.without_flops == 1 { "is" } else { "are" }
         )
     } else {
         String::new()

@@ -134,7 +134,47 @@ fn radius(share: f64) -> i32 {
     (share.max(0.0).sqrt() * 60.0).clamp(2.5, 48.0).round() as i32
 }
 
+/// One circle of the chart: the kernels at the same point with the same bottleneck
+/// (structurally alike kernels, such as the blocks of a ResNet stage), their shares
+/// added; named after the first in program order.
+struct Marker<'a> {
+    kernel: &'a str,
+    count: usize,
+    intensity: f64,
+    flops_per_s: f64,
+    bottleneck: Bottleneck,
+    share: f64,
+}
+
 impl Roofline {
+    /// The chart's circles, largest share first (program order among equals).
+    fn markers(&self) -> Vec<Marker<'_>> {
+        let mut v: Vec<Marker> = Vec::new();
+        for p in &self.points {
+            let same = |m: &&mut Marker| {
+                m.intensity == p.intensity
+                    && m.flops_per_s == p.flops_per_s
+                    && m.bottleneck == p.bottleneck
+            };
+            match v.iter_mut().find(|m| same(m)) {
+                Some(m) => {
+                    m.count += 1;
+                    m.share += p.share;
+                }
+                None => v.push(Marker {
+                    kernel: &p.kernel,
+                    count: 1,
+                    intensity: p.intensity,
+                    flops_per_s: p.flops_per_s,
+                    bottleneck: p.bottleneck,
+                    share: p.share,
+                }),
+            }
+        }
+        v.sort_by(|a, b| b.share.total_cmp(&a.share));
+        v
+    }
+
     /// The points, largest share first (program order among equals).
     pub fn by_share(&self) -> Vec<&RooflinePoint> {
         let mut v: Vec<&RooflinePoint> = self.points.iter().collect();
@@ -187,7 +227,7 @@ impl Roofline {
         {
             let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
             root.fill(&WHITE).map_err(err)?;
-            let (plot_area, key) = root.split_vertically(h - 34);
+            let (plot_area, key) = root.split_vertically(h - 52);
             let mut chart = ChartBuilder::on(&plot_area)
                 .caption(title, ("sans-serif", 18))
                 .margin(16)
@@ -290,7 +330,7 @@ impl Roofline {
                     .map_err(err)?;
             }
             // Points, largest first so that small ones stay visible on top.
-            let order = self.by_share();
+            let order = self.markers();
             for p in &order {
                 let c = bottleneck_color(p.bottleneck);
                 let at = (p.intensity, p.flops_per_s / tf);
@@ -317,7 +357,11 @@ impl Roofline {
             for p in order.iter().take(top) {
                 let (cx, cy) = chart.backend_coord(&(p.intensity, p.flops_per_s / tf));
                 let r = radius(p.share);
-                let text = format!("{} {:.1}%", p.kernel, 100.0 * p.share);
+                let text = if p.count > 1 {
+                    format!("{} ×{} {:.1}%", p.kernel, p.count, 100.0 * p.share)
+                } else {
+                    format!("{} {:.1}%", p.kernel, 100.0 * p.share)
+                };
                 let tw = 7 * text.chars().count() as i32;
                 let th = 14;
                 let tries = [
@@ -382,17 +426,20 @@ impl Roofline {
                 .map_err(err)?;
                 x += 30 + 7 * name.len() as i32;
             }
-            let mut note = "circle area ∝ share of the program's time".to_string();
+            let mut note =
+                "circle area ∝ share of the program's time (alike kernels: one circle, ×n)"
+                    .to_string();
             if self.without_flops > 0 {
                 note.push_str(&format!(
-                    "; not drawn: {} kernels without FLOPs ({:.1}% of the time)",
+                    "; not drawn: {} kernel{} without FLOPs ({:.1}% of the time)",
                     self.without_flops,
+                    if self.without_flops == 1 { "" } else { "s" },
                     100.0 * self.without_flops_share
                 ));
             }
             key.draw(&Text::new(
                 note,
-                (x + 10, 15),
+                (16, 38),
                 font(12).pos(Pos::new(HPos::Left, VPos::Center)),
             ))
             .map_err(err)?;
