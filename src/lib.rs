@@ -4,7 +4,7 @@
 //!
 //! Data flows one way; one module per stage:
 //! `hlo` (text) / `proto` (binary) → `ir` → `analysis` → `passes` → `kernels` → `tpu` →
-//! `dataset` / `eval` / `sweep`.
+//! `dataset` / `eval` / `sweep` / `report`.
 
 pub mod analysis;
 pub mod cli;
@@ -16,5 +16,6 @@ pub mod kernels;
 pub mod passes;
 pub mod progress;
 pub mod proto;
+pub mod report;
 pub mod sweep;
 pub mod tpu;

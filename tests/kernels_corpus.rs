@@ -103,7 +103,9 @@ fn top_kernels_of_file() {
             r.tile,
             r.bottleneck
         );
-        print!("{}", tpusim::kernels::describe(&lp.kernels[*i].lowered));
+        for line in tpusim::kernels::describe(&lp.kernels[*i].lowered) {
+            println!("{line}");
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::input::load_modules;
 use crate::hlo::print_module;
+use crate::ir::Module;
 use crate::kernels::{explain_kernel, tile_overrides, LoweredProgram};
 use crate::passes::{compile, CompilationConfig, CompiledModule};
 use crate::tpu::TpuTarget;
@@ -97,6 +98,15 @@ pub(super) fn config(path: &Option<PathBuf>) -> Result<CompilationConfig> {
 
 /// Load one module and compile it; errors are printed, `None` returned.
 fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>> {
+    Ok(load_and_compile(file, cfg)?.map(|(_, _, c)| c))
+}
+
+/// Load one module and compile it under the configuration file `cfg`: the input module,
+/// the configuration and the compiled module; errors are printed, `None` returned.
+pub(super) fn load_and_compile(
+    file: &Path,
+    cfg: &Option<PathBuf>,
+) -> Result<Option<(Module, CompilationConfig, CompiledModule)>> {
     let cfg = config(cfg)?;
     let mods = match load_modules(file, false) {
         Ok(m) => m,
@@ -127,7 +137,7 @@ fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>
     for n in &c.notes {
         eprintln!("note: {n}");
     }
-    Ok(Some(c))
+    Ok(Some((m.module, cfg, c)))
 }
 
 pub fn compile_cmd(a: CompileArgs) -> Result<i32> {

@@ -26,8 +26,10 @@ mod inspect;
 mod list;
 mod parse;
 mod replay;
+mod report;
 mod score;
 mod sweep;
+mod sweep_target;
 
 pub use input::{load_modules, LoadedModule};
 
@@ -68,10 +70,16 @@ pub enum Command {
     Score(score::ScoreArgs),
     /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
     Inspect(inspect::InspectArgs),
-    /// How runtime moves with one choice: a kernel's tile, or a node's layout (table,
-    /// CSV, SVG chart).
+    /// How runtime moves with one choice: a kernel's tile, a node's layout, or the TPU
+    /// generation (table, CSV, SVG chart).
     #[command(subcommand)]
     Sweep(sweep::SweepKind),
+    /// Every kernel of a program on the target's roofline: arithmetic intensity against
+    /// achieved FLOP/s under the MXU and HBM ceilings (table, CSV, JSON, SVG chart).
+    Roofline(report::RooflineArgs),
+    /// One self-contained HTML page to read: the program summary, every kernel, the
+    /// roofline, the costliest kernels explained, a tile and a layout sweep.
+    Report(report::ReportArgs),
 }
 
 /// Run the CLI; returns the process exit code.
@@ -90,6 +98,8 @@ pub fn run() -> i32 {
         Command::Generate(c) => generate::generate(c),
         Command::Score(a) => score::score(a),
         Command::Sweep(k) => sweep::sweep(k),
+        Command::Roofline(a) => report::roofline_cmd(a),
+        Command::Report(a) => report::report_cmd(a),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,6 @@
-//! `tpusim sweep tile|layout`: how one kernel's time moves with its tile, and how the
-//! whole program's time moves with one node's layout (table, CSV, SVG chart).
+//! `tpusim sweep tile|layout|target`: how one kernel's time moves with its tile, how the
+//! whole program's time moves with one node's layout, and with the TPU generation
+//! (`sweep_target.rs`) (table, CSV, SVG chart).
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -20,6 +21,9 @@ pub enum SweepKind {
     Tile(TileArgs),
     /// The whole program under every layout of one tensor of a configurable node.
     Layout(LayoutArgs),
+    /// The whole program on every TPU generation: its time on each, and the kernels
+    /// whose bottleneck changes between them.
+    Target(super::sweep_target::TargetArgs),
 }
 
 #[derive(Args, Debug)]
@@ -107,6 +111,7 @@ pub fn sweep(kind: SweepKind) -> Result<i32> {
     match kind {
         SweepKind::Tile(a) => tile(a),
         SweepKind::Layout(a) => layout(a),
+        SweepKind::Target(a) => super::sweep_target::sweep_target(a),
     }
 }
 

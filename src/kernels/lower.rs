@@ -14,7 +14,6 @@
 
 use serde::Serialize;
 use smallvec::SmallVec;
-use std::fmt::Write as _;
 
 use thiserror::Error;
 
@@ -27,8 +26,8 @@ use crate::ir::{
 };
 use crate::passes::KernelBody;
 use crate::tpu::{
-    DimMap, InputDesc, KernelDesc, KernelKind, ModelError, MxuPrecision, MxuRole, MxuSpec,
-    OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
+    DimMap, Figure, Formula, InputDesc, KernelDesc, KernelKind, ModelError, MxuPrecision, MxuRole,
+    MxuSpec, OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,
 };
 
 /// Maps keyed by instruction id, hashed with foldhash (the lowering builds a few per
@@ -1974,10 +1973,11 @@ fn flatten(d: &KernelDesc) -> KernelDesc {
 }
 
 /// Human-readable summary of a lowered kernel: kind, iteration space and the
-/// dim map of every input (used by `explain_kernel`).
-pub fn describe(k: &LoweredKernel) -> String {
+/// dim map of every input (used by `explain_kernel`), one line each; the FLOPs line
+/// names its formula.
+pub fn describe(k: &LoweredKernel) -> Vec<Figure> {
     let d = &k.desc;
-    let mut s = String::new();
+    let mut v = Vec::new();
     let kind = match &d.kind {
         KernelKind::Mxu(spec) => format!(
             "Mxu (roles {:?}, precision {:?})",
@@ -1985,34 +1985,30 @@ pub fn describe(k: &LoweredKernel) -> String {
         ),
         other => format!("{other:?}"),
     };
-    let _ = writeln!(
-        s,
+    v.push(Figure::plain(format!(
         "Lowering of `{}`: kind {kind}, hero `{}` ({})",
         d.name,
         k.hero_name,
         k.hero.name()
-    );
+    )));
     if k.flattened {
-        let _ = writeln!(
-            s,
-            "  (flattened 2-D approximation: the traced description was rejected)"
-        );
+        v.push(Figure::plain(
+            "  (flattened 2-D approximation: the traced description was rejected)",
+        ));
     }
-    let _ = writeln!(
-        s,
+    v.push(Figure::plain(format!(
         "  output {:?} ({} bit) = iteration dims 0..{}",
         d.output.dims,
         d.output.elem_bits,
         d.output.dims.len()
-    );
+    )));
     for (i, q) in d.reduction_dims.iter().enumerate() {
-        let _ = writeln!(
-            s,
+        v.push(Figure::plain(format!(
             "  iteration dim {}: reduction {:?}, extent {}",
             d.output.dims.len() + i,
             q.kind,
             q.size
-        );
+        )));
     }
     for (i, inp) in d.inputs.iter().enumerate() {
         let tag = if d.kernel_operand == Some(i) {
@@ -2020,28 +2016,28 @@ pub fn describe(k: &LoweredKernel) -> String {
         } else {
             ""
         };
-        let _ = writeln!(
-            s,
+        v.push(Figure::plain(format!(
             "  input {i} (operand {}){tag}: {:?} ({} bit), dims → {:?}",
             k.operand_of_input.get(i).copied().unwrap_or(i),
             inp.tensor.dims,
             inp.tensor.elem_bits,
             inp.dims
-        );
+        )));
     }
     for t in &k.side_outputs {
-        let _ = writeln!(
-            s,
+        v.push(Figure::plain(format!(
             "  side output {:?} ({} bit): extra write",
             t.dims, t.elem_bits
-        );
+        )));
     }
-    let _ = writeln!(
-        s,
-        "  VPU ops per output element {:?}; per reduction point {:?}; flops {:.4e}",
-        d.vpu.per_output_element, d.vpu.per_reduction_point, d.flops
-    );
-    s
+    v.push(Figure::new(
+        format!(
+            "  VPU ops per output element {:?}; per reduction point {:?}; flops {:.4e}",
+            d.vpu.per_output_element, d.vpu.per_reduction_point, d.flops
+        ),
+        &[Formula::KernelFlops],
+    ));
+    v
 }
 
 /// Upper bound on iteration dims, re-exported for docs/tests.

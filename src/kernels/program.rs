@@ -18,8 +18,8 @@ use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
-    derive, estimate, Bottleneck, Derivation, Estimate, KernelDesc, KernelKind, ModelError,
-    TileConfig, TpuTarget,
+    derive, estimate, Bottleneck, Derivation, Estimate, Figure, Formula, KernelDesc, KernelKind,
+    ModelError, TileConfig, TpuTarget,
 };
 
 /// Tile overrides: kernel (instruction) name → tile config. Kernels not
@@ -922,8 +922,9 @@ pub fn estimate_program(
 }
 
 /// The teaching view of one kernel ([`explain_kernel`]); its `Display` is the text
-/// `tpusim explain` prints, its JSON what `explain --json` prints.
-#[derive(Debug, Clone, Serialize)]
+/// `tpusim explain` prints, its JSON what `explain --json` prints (with the printed
+/// lines and their formulas as `figures`).
+#[derive(Debug, Clone)]
 pub struct KernelExplanation {
     /// Kernel (instruction) name.
     pub kernel: String,
@@ -963,36 +964,93 @@ pub struct SideOutputs {
     pub added_ns: f64,
 }
 
-impl std::fmt::Display for KernelExplanation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HLO:\n  {}\n", self.hlo)?;
-        writeln!(f, "{}", describe(&self.lowering))?;
+impl KernelExplanation {
+    /// The lines printed before the derivation (the lowering, the tile in TpuGraphs
+    /// form), each with the formulas of its figures.
+    pub fn head_figures(&self) -> Vec<Figure> {
+        let mut v = describe(&self.lowering);
+        v.push(Figure::plain(""));
         if let Some(t) = &self.tile_counts {
-            writeln!(
-                f,
-                "Tile, as TpuGraphs records it (tiles of the physical tiled shapes): output_bounds {:?}, kernel_bounds {:?}, input_bounds {:?}\n",
-                t.output_bounds, t.kernel_bounds, t.input_bounds
-            )?;
+            v.push(Figure::new(
+                format!(
+                    "Tile, as TpuGraphs records it (tiles of the physical tiled shapes): output_bounds {:?}, kernel_bounds {:?}, input_bounds {:?}",
+                    t.output_bounds, t.kernel_bounds, t.input_bounds
+                ),
+                &[Formula::TileCounts],
+            ));
+            v.push(Figure::plain(""));
         }
-        write!(f, "{}", self.derivation)?;
+        v
+    }
+
+    /// The lines printed after the derivation (side outputs, the untiled roofline).
+    pub fn tail_figures(&self) -> Vec<Figure> {
+        let mut v = Vec::new();
         if let Some(s) = &self.side_outputs {
-            writeln!(
-                f,
-                "\n7. Side outputs: {:.0} B padded written besides the main output, {:.1} ns of DMA; \
-                 the program model adds max(0, side − max(0, compute − DMA)) to the total: {:.1} ns.",
-                s.bytes, s.dma_ns, s.added_ns
-            )?;
+            v.push(Figure::plain(""));
+            v.push(Figure::new(
+                format!(
+                    "7. Side outputs: {:.0} B padded written besides the main output, {:.1} ns of DMA; \
+                     the program model adds max(0, side − max(0, compute − DMA)) to the total: {:.1} ns.",
+                    s.bytes, s.dma_ns, s.added_ns
+                ),
+                &[Formula::SideOutputs],
+            ));
             if let Some(t) = self.total_ns {
-                writeln!(f, "   kernel time = {t:.1} ns ({:.3} µs)", t / 1e3)?;
+                v.push(Figure::new(
+                    format!("   kernel time = {t:.1} ns ({:.3} µs)", t / 1e3),
+                    &[Formula::KernelTotal, Formula::SideOutputs],
+                ));
             }
         }
         if let (true, Some(t)) = (self.untiled, self.total_ns) {
-            writeln!(
-                f,
-                "\nThe tile does not fit VMEM: the program model uses the untiled roofline, \
-                 max(peak-MXU time, one pass over every operand) + launch = {t:.1} ns ({:.3} µs).",
-                t / 1e3
-            )?;
+            v.push(Figure::plain(""));
+            v.push(Figure::new(
+                format!(
+                    "The tile does not fit VMEM: the program model uses the untiled roofline, \
+                     max(peak-MXU time, one pass over every operand) + launch = {t:.1} ns ({:.3} µs).",
+                    t / 1e3
+                ),
+                &[Formula::UntiledRoofline],
+            ));
+        }
+        v
+    }
+}
+
+/// The explanation's fields, and `figures`: the lines printed around the derivation
+/// ([`KernelExplanation::head_figures`], then [`KernelExplanation::tail_figures`]); the
+/// derivation's own lines are its `figures`.
+impl Serialize for KernelExplanation {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("KernelExplanation", 11)?;
+        st.serialize_field("kernel", &self.kernel)?;
+        st.serialize_field("computation", &self.computation)?;
+        st.serialize_field("hlo", &self.hlo)?;
+        st.serialize_field("lowering", &self.lowering)?;
+        st.serialize_field("tile", &self.tile)?;
+        st.serialize_field("tile_counts", &self.tile_counts)?;
+        st.serialize_field("derivation", &self.derivation)?;
+        st.serialize_field("side_outputs", &self.side_outputs)?;
+        st.serialize_field("untiled", &self.untiled)?;
+        st.serialize_field("total_ns", &self.total_ns)?;
+        let mut figures = self.head_figures();
+        figures.extend(self.tail_figures());
+        st.serialize_field("figures", &figures)?;
+        st.end()
+    }
+}
+
+impl std::fmt::Display for KernelExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HLO:\n  {}\n", self.hlo)?;
+        for x in self.head_figures() {
+            writeln!(f, "{x}")?;
+        }
+        write!(f, "{}", self.derivation)?;
+        for x in self.tail_figures() {
+            writeln!(f, "{x}")?;
         }
         Ok(())
     }

@@ -8,9 +8,13 @@
 //!   the configuration unchanged — the copies layout assignment inserts and what they
 //!   and the re-laid-out kernels cost.
 //!
-//! [`plot`] draws either as an SVG chart.
+//! * [`target`]: the whole program on several TPU generations — its time on each and
+//!   the kernels whose bottleneck changes between them.
+//!
+//! [`plot`] draws the tile and layout sweeps as SVG charts; [`target`] its own.
 
 pub mod plot;
+pub mod target;
 
 use rayon::prelude::*;
 use serde::Serialize;

@@ -6,13 +6,14 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{layout_text, LayoutSweep, TileSweep};
+use crate::tpu::Bottleneck;
 
-fn err(e: impl std::fmt::Display) -> String {
+pub(crate) fn err(e: impl std::fmt::Display) -> String {
     format!("drawing the chart: {e}")
 }
 
 /// A tick label: no more digits than the scale needs (whole numbers without decimals).
-fn short(y: f64) -> String {
+pub(crate) fn short(y: f64) -> String {
     if y == 0.0 {
         "0".into()
     } else if y >= 100.0 || (y >= 1.0 && y.fract() == 0.0) {
@@ -25,7 +26,7 @@ fn short(y: f64) -> String {
 }
 
 /// `[lo, hi]` widened to a usable log-scale range.
-fn log_range(lo: f64, hi: f64) -> std::ops::Range<f64> {
+pub(crate) fn log_range(lo: f64, hi: f64) -> std::ops::Range<f64> {
     let lo = if lo.is_finite() && lo > 0.0 { lo } else { 1.0 };
     let hi = if hi.is_finite() && hi > lo {
         hi
@@ -37,7 +38,7 @@ fn log_range(lo: f64, hi: f64) -> std::ops::Range<f64> {
 
 /// Tick values of a log axis inside `[lo, hi]`: the first mantissa set (1-2-5, then
 /// finer) that gives at least four ticks.
-fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     const SETS: [&[f64]; 3] = [
         &[1.0, 2.0, 5.0],
         &[1.0, 1.5, 2.0, 3.0, 5.0, 7.0],
@@ -65,6 +66,27 @@ fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     }
     ticks
 }
+
+/// The colour of a bottleneck, the same in every chart and in the report: MXU blue,
+/// VPU green, XLU purple, HBM orange, overheads grey (Tableau 10).
+pub fn bottleneck_color(b: Bottleneck) -> RGBColor {
+    match b {
+        Bottleneck::Mxu => RGBColor(31, 119, 180),
+        Bottleneck::Vpu => RGBColor(44, 160, 44),
+        Bottleneck::Xlu => RGBColor(148, 103, 189),
+        Bottleneck::Hbm => RGBColor(255, 127, 14),
+        Bottleneck::Overhead => RGBColor(127, 127, 127),
+    }
+}
+
+/// Every bottleneck, in the order charts list them.
+pub const BOTTLENECKS: [Bottleneck; 5] = [
+    Bottleneck::Mxu,
+    Bottleneck::Vpu,
+    Bottleneck::Xlu,
+    Bottleneck::Hbm,
+    Bottleneck::Overhead,
+];
 
 /// Colours of the swept dims (Tableau 10: distinct in colour and in lightness).
 const DIM_COLORS: [RGBColor; 8] = [

@@ -8,11 +8,14 @@
 //!   enumeration and seeded sampling.
 //! * [`model`]: the cost model ([`estimate`]) and its teaching view ([`explain`]).
 //! * [`derivation`]: that view as data ([`Derivation`], from [`derive`]).
+//! * [`formula`]: the names of the formulas each printed figure comes from
+//!   ([`Formula`], one section each in `docs/cost-model.md`).
 //!
 //! Formulas and sources: `docs/cost-model.md`.
 
 pub mod derivation;
 pub mod error;
+pub mod formula;
 pub mod kernel;
 pub mod model;
 pub mod target;
@@ -23,6 +26,7 @@ pub use derivation::{
     Traffic,
 };
 pub use error::ModelError;
+pub use formula::{names_in_line, Figure, Formula};
 pub use kernel::{
     Conv2dShape, DimMap, InputDesc, KernelDesc, KernelKind, MxuPrecision, MxuRole, MxuSpec,
     OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc, VpuWork, MAX_DIMS,

@@ -782,7 +782,7 @@ pub(crate) fn evaluate(
             steady_dma_scale: steady_scale,
             megacore_factor: core_factor,
             grid_step_overhead_ns: target.grid_step_overhead_ns,
-            device_peak_flops: target.core_peak_bf16() * f64::from(target.device_cores()),
+            device_peak_flops: target.device_peak_bf16(),
         });
     }
     Ok(est)

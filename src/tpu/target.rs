@@ -494,6 +494,25 @@ impl TpuTarget {
         self.hbm_bandwidth / f64::from(self.cores_per_chip)
     }
 
+    /// Peak bf16 FLOP/s of the device one kernel runs on (the roofline's MXU ceiling).
+    pub fn device_peak_bf16(&self) -> f64 {
+        self.core_peak_bf16() * f64::from(self.device_cores())
+    }
+
+    /// HBM bandwidth of the device one kernel runs on (the roofline's HBM ceiling).
+    pub fn device_hbm_bandwidth(&self) -> f64 {
+        self.core_hbm_bandwidth() * f64::from(self.device_cores())
+    }
+
+    /// The largest DMA efficiency of the target's table: the most of the bandwidth any
+    /// transfer reaches.
+    pub fn max_hbm_efficiency(&self) -> f64 {
+        self.hbm_efficiency
+            .iter()
+            .map(|p| p.efficiency)
+            .fold(0.0, f64::max)
+    }
+
     /// Effective MXU pass rate (Hz) = core peak ÷ (2 · MXUs · size²). Equal to
     /// `clock_hz` for v2–v5p; on v6e the published peak implies 3.5 GHz, and
     /// the peak is treated as authoritative (spec §1.1).

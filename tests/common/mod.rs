@@ -29,6 +29,8 @@ pub enum Need {
     Scipy,
     /// `jaxlib` (XLA's own parser, as a judge).
     Jax,
+    /// Headless Chromium (Debian's `chromium`), to render the HTML report.
+    Chromium,
 }
 
 impl Need {
@@ -39,6 +41,7 @@ impl Need {
             Need::Numpy => python_has("import numpy"),
             Need::Scipy => python_has("import scipy.stats, numpy"),
             Need::Jax => python_has("from jaxlib import _hlo"),
+            Need::Chromium => chromium().is_some(),
         }
     }
 
@@ -49,6 +52,7 @@ impl Need {
             Need::Numpy => "python3 with numpy",
             Need::Scipy => "python3 with scipy",
             Need::Jax => "python3 with jax (jaxlib)",
+            Need::Chromium => "chromium (headless; Debian's `chromium` package)",
         }
     }
 }
@@ -124,6 +128,19 @@ pub fn load_sample(name: &str) -> tpusim::ir::Module {
     let p = sample_path(name);
     let text = std::fs::read_to_string(&p).unwrap();
     tpusim::hlo::parse_module(&p.display().to_string(), &text).unwrap()
+}
+
+/// The Chromium binary (`chromium`, else `chromium-browser`), if one runs here.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser"].into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    })
 }
 
 /// Whether `python3 -c CODE` runs successfully.
