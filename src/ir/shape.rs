@@ -140,7 +140,7 @@ impl ArrayShape {
             let padded = if i < r {
                 let t = tile[r - 1 - i];
                 if t > 0 {
-                    size.div_ceil(t as u64) * t as u64
+                    size.div_ceil(t as u64).saturating_mul(t as u64)
                 } else {
                     size
                 }
@@ -158,7 +158,7 @@ impl ArrayShape {
         }
         if layout.tail_padding_alignment > 0 {
             let a = layout.tail_padding_alignment as u64;
-            count = count.div_ceil(a) * a;
+            count = count.div_ceil(a).saturating_mul(a);
         }
         if layout.element_size_in_bits > 0 {
             (count.saturating_mul(layout.element_size_in_bits as u64)).div_ceil(8)
