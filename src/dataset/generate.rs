@@ -279,8 +279,13 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                         continue;
                     };
                     feat.extend_from_slice(&tile_config_features(&tile_size_config(t)));
-                    runtime.push(noise.apply(e.total_ns, seed, 2 * j as u64));
-                    norm.push(noise.apply(def_est.total_ns, seed, 2 * j as u64 + 1));
+                    let rt = |ns: f64, draw: u64| {
+                        noise.apply(ns, seed, draw).map_err(|e| {
+                            anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name)
+                        })
+                    };
+                    runtime.push(rt(e.total_ns, 2 * j as u64)?);
+                    norm.push(rt(def_est.total_ns, 2 * j as u64 + 1)?);
                 }
                 // The official loaders drop kernels with fewer than two configurations.
                 if runtime.len() < 2 {
@@ -630,7 +635,12 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                 ns.into_iter()
                     .flatten()
                     .enumerate()
-                    .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
+                    .map(|(j, t)| {
+                        noise.apply(t, seed, base + j as u64).map_err(|e| {
+                            anyhow::anyhow!("{}: configuration {}: {e}", input.name, base + j as u64)
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<i64>>>()?,
             );
         }
         pb.dec_length(per_module.saturating_sub(runtimes.len() as u64));
