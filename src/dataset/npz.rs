@@ -673,6 +673,16 @@ pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, String> {
     if fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err("Fortran-order arrays are not supported".into());
     }
+    // Checked: a shape whose size wraps past 2^64 bytes is not believed.
+    if shape_elements(&shape)
+        .and_then(|n| n.checked_mul(dtype.size() as u64))
+        .is_none()
+    {
+        return Err(format!(
+            "shape {} of {dtype} needs more than 2^64 bytes",
+            shape_repr(&shape)
+        ));
+    }
     Ok(NpyHeader {
         dtype,
         shape,
@@ -1242,11 +1252,27 @@ impl<R: Read + Seek> NpzReader<R> {
             source,
         })?;
         let member = f.name().to_string();
-        read_npy_header(&mut f).map_err(|reason| NpzError::Member {
-            path,
-            member,
+        let declared = f.size();
+        let h = read_npy_header(&mut f).map_err(|reason| NpzError::Member {
+            path: path.clone(),
+            member: member.clone(),
             reason,
-        })
+        })?;
+        // The header alone is believed only as far as the member can hold its data.
+        let data = h.data_bytes().unwrap_or(u64::MAX);
+        let room = declared.saturating_sub(h.header_len as u64);
+        if data > room {
+            return Err(NpzError::Member {
+                path,
+                member,
+                reason: format!(
+                    "truncated: header promises {data} data bytes for shape {} {} but the member holds {room}",
+                    shape_repr(&h.shape),
+                    h.dtype
+                ),
+            });
+        }
+        Ok(h)
     }
 
     /// Streams array `name` in chunks of decoded elements (C order) without
@@ -1699,8 +1725,11 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         }
         GraphKind::Unknown => {}
     }
+    // Members read whole below (the rest are read through at the end).
+    let mut read: Vec<&str> = Vec::new();
     if has("config_runtime") {
         let a = r.read("config_runtime")?;
+        read.push("config_runtime");
         if let Some((lo, hi)) = min_max((0..a.len()).filter_map(|i| a.data().get_f64(i))) {
             s.runtime_min = Some(lo);
             s.runtime_max = Some(hi);
@@ -1708,6 +1737,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
     if has("config_runtime_normalizers") {
         let a = r.read("config_runtime_normalizers")?;
+        read.push("config_runtime_normalizers");
         if let Some((lo, hi)) = min_max((0..a.len()).filter_map(|i| a.data().get_f64(i))) {
             s.normalizer_min = Some(lo);
             s.normalizer_max = Some(hi);
@@ -1762,6 +1792,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         ));
     }
     let op = r.read("node_opcode")?;
+    read.push("node_opcode");
     match op.data().to_i64_vec() {
         Some(ids) => {
             if ids.iter().any(|&x| x >= N_OPCODES) {
@@ -1786,6 +1817,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
     if ei_shape_ok && ei_shape[0] > 0 {
         let ei = r.read("edge_index")?;
+        read.push("edge_index");
         let vals: Vec<f64> = ei.data().to_f64_vec();
         let pairs: Vec<(f64, f64)> = vals.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         if !pairs
@@ -1816,6 +1848,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     // node_feat values (after the edge checks, in the Python checker's order)
     if nf_ok_shape && n.is_some_and(|n| n > 0) {
         let nf = r.read("node_feat")?;
+        read.push("node_feat");
         let d = nf.data();
         let rows = nf.shape()[0];
         let mut root_bad = false;
@@ -1901,6 +1934,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
                 v.push("a layout file needs at least one configurable node".into());
             }
             let ids = r.read("node_config_ids")?.data().to_f64_vec();
+            read.push("node_config_ids");
             if !ids.is_empty() {
                 let in_range = ids.iter().all(|&x| x >= 0.0 && x < n_f);
                 let ascending = ids.windows(2).all(|w| w[1] > w[0]);
@@ -1932,6 +1966,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
                 }
                 Ok(())
             })?;
+            read.push("node_config_feat");
             if any && (nan || lo < -1.0 || hi > 5.0) {
                 v.push("node_config_feat values must lie in -1..5".into());
             }
@@ -1957,6 +1992,11 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             }
         }
         GraphKind::Unknown => {}
+    }
+    // Every member read through once (data length, CRC), also those the checks above
+    // did not need: a file `inspect` passes is readable whole.
+    for name in names.iter().filter(|n| !read.contains(&n.as_str())) {
+        r.visit(name, |_| Ok(()))?;
     }
     s.violations = violations;
     Ok(s)
