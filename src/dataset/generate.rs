@@ -33,7 +33,8 @@ use super::config_feat::{
 use super::graph::{encode_graph_with, EncodeOptions};
 use super::kernel_module::{fingerprint, kernel_module};
 use super::layout_eval::{recompiled_ns, LayoutEvaluator, NodeChoice};
-use super::manifest::{ModuleManifest, Recipe, Status};
+use super::manifest::{ModuleManifest, Recipe, RunRecipe, Status};
+use super::outdir::{claim, create_dir};
 use super::plan::{item_seed, Noise, Shard, SplitRatios};
 use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
 use crate::ir::{Dims, Module};
@@ -114,7 +115,7 @@ fn pb_path(out: &Path, npz: &Path) -> PathBuf {
 
 fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        create_dir(dir)?;
     }
     crate::proto::write_tuning_file(path, &crate::proto::Tuning::Module(mt))?;
     Ok(())
@@ -206,11 +207,36 @@ fn begin_module(
     }
 }
 
+/// Takes `collection` of the output tree for this run (refused while a run with other
+/// options writes it; see [`super::outdir`]); temporary files of dead runs in its folders
+/// (`npz/NPZ_DIR`, `pb/NPZ_DIR`, `manifest/COLLECTION`) go, with a note.
+fn claim_collection(
+    o: &GenOptions,
+    collection: &str,
+    npz_dir: &str,
+    report: &mut GenReport,
+) -> anyhow::Result<super::outdir::Claim> {
+    let dirs = [
+        o.out.join("npz").join(npz_dir),
+        o.out.join("pb").join(npz_dir),
+        o.out.join("manifest").join(collection),
+    ];
+    let c = claim(&o.out, collection, &RunRecipe::new(collection, o).to_value(), &dirs)?;
+    if !c.removed.is_empty() {
+        report.notes.push(format!(
+            "removed {} temporary file(s) left by interrupted runs",
+            c.removed.len()
+        ));
+    }
+    Ok(c)
+}
+
 /// The tile collection.
 pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
     let start = Instant::now();
     let mut report = GenReport::default();
     let configs_done = AtomicU64::new(0);
+    let _claim = claim_collection(o, "tile", "tile/xla", &mut report)?;
     let pb = Progress::new(o.progress, 0, "tile kernels");
     let noise = Noise { sigma: o.noise };
     let enc = EncodeOptions {
@@ -229,7 +255,7 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
         }
         let split = o.split.assign(&input.name);
         let dir = o.out.join("npz/tile/xla").join(split.dir());
-        std::fs::create_dir_all(&dir)?;
+        create_dir(&dir)?;
         let compiled = compile(&input.module, &CompilationConfig::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         let cm = &compiled.module;
@@ -528,6 +554,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
     let mine = (0..inputs.len()).filter(|&mi| o.shard.takes(mi)).count() as u64;
     pb.set_length(mine * per_module);
     let collection = format!("layout/{}/{}", o.source, o.search.dir());
+    let _claim = claim_collection(o, &collection, &collection, &mut report)?;
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
             continue;
@@ -548,7 +575,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .join(&o.source)
             .join(o.search.dir())
             .join(split.dir());
-        std::fs::create_dir_all(&dir)?;
+        create_dir(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
         let mut ev = LayoutEvaluator::new(&input.module, &o.target)
             .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;

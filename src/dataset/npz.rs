@@ -39,22 +39,31 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 #[derive(Debug, thiserror::Error)]
 pub enum NpzError {
     /// An operating-system I/O error on `path`.
-    #[error("{path}: {op}: {source}")]
+    #[error("{path}: {op}: {err}")]
     Io {
         /// File concerned.
         path: PathBuf,
         /// What was being done.
         op: &'static str,
-        /// Underlying error.
-        source: io::Error,
+        /// Underlying error (in the message, so not a `source`: one line says it all).
+        err: io::Error,
     },
-    /// The ZIP container itself is unreadable or could not be written.
-    #[error("{path}: not a readable npz/zip archive: {source}")]
+    /// The ZIP container itself is unreadable.
+    #[error("{path}: not a readable npz/zip archive: {err}")]
     Zip {
         /// File concerned.
         path: PathBuf,
         /// Underlying error.
-        source: ZipError,
+        err: ZipError,
+    },
+    /// The ZIP container could not be written (other than an I/O error, which is
+    /// [`NpzError::Io`]).
+    #[error("{path}: writing the npz archive: {err}")]
+    ZipWrite {
+        /// Output file concerned.
+        path: PathBuf,
+        /// Underlying error.
+        err: ZipError,
     },
     /// A member is not a valid NPY array (bad magic, header, dtype, size, CRC...).
     #[error("{path}: member '{member}': {reason}")]
@@ -754,7 +763,9 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// [`Compression`] (timestamps are fixed to 1980-01-01), so equal inputs give
 /// byte-identical files.
 pub struct NpzWriter {
-    zip: Option<ZipWriter<BufWriter<File>>>,
+    zip: Option<ZipWriter<Sink>>,
+    /// Shared with the [`Sink`]: set when the archive is abandoned.
+    discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tmp_path: PathBuf,
     final_path: PathBuf,
     compression: Compression,
@@ -805,14 +816,19 @@ impl NpzWriter {
             .read(true)
             .create_new(true)
             .open(&tmp_path)
-            .map_err(|source| NpzError::Io {
+            .map_err(|err| NpzError::Io {
                 path: tmp_path.clone(),
                 op: "create temporary file",
-                source,
+                err,
             })?;
-        let zip = ZipWriter::new(BufWriter::with_capacity(1 << 20, file));
+        let discard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let zip = ZipWriter::new(Sink::new(
+            BufWriter::with_capacity(1 << 20, file),
+            discard.clone(),
+        ));
         Ok(NpzWriter {
             zip: Some(zip),
+            discard,
             tmp_path,
             final_path,
             compression,
@@ -852,18 +868,22 @@ impl NpzWriter {
         Err(err)
     }
 
-    fn zip_err(&self, source: ZipError) -> NpzError {
-        NpzError::Zip {
-            path: self.tmp_path.clone(),
-            source,
+    /// Errors while writing name the file being made (its temporary file goes away).
+    fn zip_err(&self, err: ZipError) -> NpzError {
+        match err {
+            ZipError::Io(e) => self.io_err("write archive", e),
+            err => NpzError::ZipWrite {
+                path: self.final_path.clone(),
+                err,
+            },
         }
     }
 
-    fn io_err(&self, op: &'static str, source: io::Error) -> NpzError {
+    fn io_err(&self, op: &'static str, err: io::Error) -> NpzError {
         NpzError::Io {
-            path: self.tmp_path.clone(),
+            path: self.final_path.clone(),
             op,
-            source,
+            err,
         }
     }
 
@@ -1019,8 +1039,9 @@ impl NpzWriter {
         let Some(zip) = self.zip.take() else {
             return Err(self.usage("writer already finished"));
         };
-        let buffered = zip.finish().map_err(|e| self.zip_err(e))?;
-        let file = buffered
+        let sink = zip.finish().map_err(|e| self.zip_err(e))?;
+        let file = sink
+            .inner
             .into_inner()
             .map_err(|e| self.io_err("flush archive", e.into_error()))?;
         file.sync_all()
@@ -1029,10 +1050,10 @@ impl NpzWriter {
     }
 
     fn rename_into_place(mut self) -> Result<PathBuf> {
-        fs::rename(&self.tmp_path, &self.final_path).map_err(|source| NpzError::Io {
+        fs::rename(&self.tmp_path, &self.final_path).map_err(|err| NpzError::Io {
             path: self.final_path.clone(),
             op: "rename temporary file into place",
-            source,
+            err,
         })?;
         // Best effort: make the rename durable.
         if let Some(dir) = self.final_path.parent() {
@@ -1053,10 +1074,85 @@ impl NpzWriter {
 impl Drop for NpzWriter {
     fn drop(&mut self) {
         if !self.tmp_path.as_os_str().is_empty() {
-            // ZipWriter's own Drop would finalise the archive; discard it.
+            // ZipWriter's own Drop finalises the archive (and prints any error of
+            // that): into a sink that now discards, since the file goes away.
+            self.discard.store(true, Ordering::Relaxed);
             drop(self.zip.take());
             let _ = fs::remove_file(&self.tmp_path);
         }
+    }
+}
+
+/// The writer under an [`NpzWriter`]'s ZIP writer: the temporary file, until the first
+/// I/O error or until the archive is abandoned; from then on writes and seeks only move
+/// a cursor (the ZIP writer sees a consistent file, nothing more is written), so that the
+/// ZIP writer's drop has no error to print: the first error is the one reported.
+struct Sink {
+    inner: BufWriter<File>,
+    discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Position and length as the ZIP writer sees them.
+    pos: u64,
+    len: u64,
+}
+
+impl Sink {
+    fn new(inner: BufWriter<File>, discard: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        Sink {
+            inner,
+            discard,
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    fn discarding(&self) -> bool {
+        self.discard.load(Ordering::Relaxed)
+    }
+
+    fn failed<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_err() {
+            self.discard.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = if self.discarding() {
+            buf.len()
+        } else {
+            let r = self.inner.write(buf);
+            self.failed(r)?
+        };
+        self.pos += n as u64;
+        self.len = self.len.max(self.pos);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if self.discarding() {
+            return Ok(());
+        }
+        let r = self.inner.flush();
+        self.failed(r)
+    }
+}
+
+impl Seek for Sink {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        if !self.discarding() {
+            let r = self.inner.seek(to);
+            self.pos = self.failed(r)?;
+            self.len = self.len.max(self.pos);
+            return Ok(self.pos);
+        }
+        let base = match to {
+            io::SeekFrom::Start(n) => Some(n),
+            io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+        };
+        self.pos = base.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Ok(self.pos)
     }
 }
 
@@ -1169,10 +1265,10 @@ impl NpzReader<BufReader<File>> {
     /// Opens an npz file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| NpzError::Io {
+        let file = File::open(path).map_err(|err| NpzError::Io {
             path: path.to_path_buf(),
             op: "open",
-            source,
+            err,
         })?;
         Self::from_reader(BufReader::with_capacity(1 << 20, file), path)
     }
@@ -1185,19 +1281,19 @@ impl<R: Read + Seek> NpzReader<R> {
         let path = label.as_ref().to_path_buf();
         let archive_len = reader
             .seek(io::SeekFrom::End(0))
-            .map_err(|source| NpzError::Io {
+            .map_err(|err| NpzError::Io {
                 path: path.clone(),
                 op: "seek",
-                source,
+                err,
             })?;
-        reader.rewind().map_err(|source| NpzError::Io {
+        reader.rewind().map_err(|err| NpzError::Io {
             path: path.clone(),
             op: "seek",
-            source,
+            err,
         })?;
-        let archive = ZipArchive::new(reader).map_err(|source| NpzError::Zip {
+        let archive = ZipArchive::new(reader).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         Ok(NpzReader {
             path,
@@ -1247,9 +1343,9 @@ impl<R: Read + Seek> NpzReader<R> {
 
     fn header_at(&mut self, idx: usize) -> Result<NpyHeader> {
         let path = self.path.clone();
-        let mut f = self.archive.by_index(idx).map_err(|source| NpzError::Zip {
+        let mut f = self.archive.by_index(idx).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         let member = f.name().to_string();
         let declared = f.size();
@@ -1354,9 +1450,9 @@ impl<R: Read + Seek> NpzReader<R> {
     {
         let path = self.path.clone();
         let archive_len = self.archive_len;
-        let mut f = self.archive.by_index(idx).map_err(|source| NpzError::Zip {
+        let mut f = self.archive.by_index(idx).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         let member = f.name().to_string();
         let merr = |reason: String| NpzError::Member {
