@@ -87,7 +87,10 @@ mod tests {
         assert!(e.to_string().contains("larger than 0 MiB"), "{e}");
         if Path::new("/dev/zero").exists() {
             let e = read_bytes(Path::new("/dev/zero"), MIB).unwrap_err();
-            assert_eq!(e.to_string(), "larger than 1 MiB, the most tpusim reads of this kind of input");
+            assert_eq!(
+                e.to_string(),
+                "larger than 1 MiB, the most tpusim reads of this kind of input"
+            );
         }
         assert_eq!(size_text(MODULE_FILE_BYTES), "2 GiB");
     }

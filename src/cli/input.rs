@@ -68,7 +68,9 @@ fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError
                     label: file,
                     module,
                 }]),
-                Err(e) => Err(LoadError::Io(format!("{file}: binary data, not HLO text: {e}"))),
+                Err(e) => Err(LoadError::Io(format!(
+                    "{file}: binary data, not HLO text: {e}"
+                ))),
             };
         }
     };

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use super::compile::target;
 use super::replay::predict_runs;
 use crate::eval::score::{
-    check_complete, npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking, ScoreReport,
+    check_complete, npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking,
+    ScoreReport,
 };
 use crate::progress::{Progress, ProgressMode};
 use crate::proto::{read_tuning_file, Tuning};

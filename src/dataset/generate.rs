@@ -221,7 +221,12 @@ fn claim_collection(
         o.out.join("pb").join(npz_dir),
         o.out.join("manifest").join(collection),
     ];
-    let c = claim(&o.out, collection, &RunRecipe::new(collection, o).to_value(), &dirs)?;
+    let c = claim(
+        &o.out,
+        collection,
+        &RunRecipe::new(collection, o).to_value(),
+        &dirs,
+    )?;
     if !c.removed.is_empty() {
         report.notes.push(format!(
             "removed {} temporary file(s) left by interrupted runs",
@@ -306,9 +311,9 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                     };
                     feat.extend_from_slice(&tile_config_features(&tile_size_config(t)));
                     let rt = |ns: f64, draw: u64| {
-                        noise.apply(ns, seed, draw).map_err(|e| {
-                            anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name)
-                        })
+                        noise
+                            .apply(ns, seed, draw)
+                            .map_err(|e| anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name))
                     };
                     runtime.push(rt(e.total_ns, 2 * j as u64)?);
                     norm.push(rt(def_est.total_ns, 2 * j as u64 + 1)?);
@@ -664,7 +669,11 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
                     .enumerate()
                     .map(|(j, t)| {
                         noise.apply(t, seed, base + j as u64).map_err(|e| {
-                            anyhow::anyhow!("{}: configuration {}: {e}", input.name, base + j as u64)
+                            anyhow::anyhow!(
+                                "{}: configuration {}: {e}",
+                                input.name,
+                                base + j as u64
+                            )
                         })
                     })
                     .collect::<anyhow::Result<Vec<i64>>>()?,

@@ -188,7 +188,10 @@ pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
-        .from_reader(input);
+        .from_reader(NoNul {
+            inner: input,
+            at: 0,
+        });
     let mut out = Vec::new();
     let mut seen: std::collections::HashMap<String, u64> = Default::default();
     let mut rec = csv::StringRecord::new();
@@ -238,7 +241,12 @@ pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| csv_err(line, "TopConfigs must be ';'-separated config indices".into()))?;
+            .map_err(|_| {
+                csv_err(
+                    line,
+                    "TopConfigs must be ';'-separated config indices".into(),
+                )
+            })?;
         if let Some(first) = seen.insert(id.to_string(), line) {
             return Err(csv_err(
                 line,
@@ -269,6 +277,30 @@ pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
     Ok(out)
 }
 
+/// A reader that fails at the first NUL byte: no text file holds one, and binary data
+/// (`/dev/zero`) would otherwise make one endless CSV field.
+struct NoNul<R> {
+    inner: R,
+    at: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for NoNul<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(i) = memchr::memchr(0, &buf[..n]) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "binary data, not CSV text (a NUL byte at byte {})",
+                    self.at + i as u64
+                ),
+            ));
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
 /// The IDs of `split` under `root` (every npz file, [`split_ids`]) that `rankings` do
 /// not rank, as an error naming `file` (how many, and the first few); `Ok` when every
 /// file has its row.
@@ -280,7 +312,10 @@ pub fn check_complete(
 ) -> Result<(), ScoreError> {
     let given: std::collections::HashSet<&str> = rankings.iter().map(|r| r.id.as_str()).collect();
     let all = split_ids(root, split);
-    let missing: Vec<&String> = all.iter().filter(|id| !given.contains(id.as_str())).collect();
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|id| !given.contains(id.as_str()))
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }

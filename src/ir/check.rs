@@ -230,7 +230,8 @@ fn check_calls(m: &Module) -> Result<(), CheckError> {
             };
             let chain_len = stack.len() + h;
             if chain_len > MAX_CALL_DEPTH || h + 1 > MAX_CALL_DEPTH {
-                let mut chain: Vec<&str> = stack.iter().map(|f| comps[f.comp].name.as_str()).collect();
+                let mut chain: Vec<&str> =
+                    stack.iter().map(|f| comps[f.comp].name.as_str()).collect();
                 let mut next = Some(callee);
                 while let Some(c) = next {
                     chain.push(&comps[c].name);
@@ -276,7 +277,9 @@ mod tests {
         let ok = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 18]);
         assert_eq!(check_array(&ok), Ok(()));
         let too_many = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 21]);
-        assert!(check_array(&too_many).unwrap_err().contains("2^40 elements"));
+        assert!(check_array(&too_many)
+            .unwrap_err()
+            .contains("2^40 elements"));
         let too_big = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 19]);
         assert!(check_array(&too_big).unwrap_err().contains("1 TiB"));
         let wraps = ArrayShape::new(PrimitiveType::F32, &[i64::MAX, i64::MAX]);

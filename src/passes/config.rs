@@ -246,7 +246,11 @@ impl CompilationConfig {
         let is_toml = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => true,
             Some("json") => false,
-            _ => return Err(fail("a configuration file must end in .json or .toml".into())),
+            _ => {
+                return Err(fail(
+                    "a configuration file must end in .json or .toml".into(),
+                ))
+            }
         };
         let text = crate::limits::read_text(path, crate::limits::CONFIG_FILE_BYTES)
             .map_err(|e| fail(e.to_string()))?;

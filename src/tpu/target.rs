@@ -174,7 +174,11 @@ pub const FIELD_RANGES: &[(&str, f64, f64)] = &[
     ("peak_bf16_flops", 1e11, 1e17),
     ("peak_int8_ops", 1e11, 1e17),
     ("hbm_bandwidth", 1e9, 1e14),
-    ("hbm_capacity_bytes", (256 * MIB) as f64, (16384 * GIB) as f64),
+    (
+        "hbm_capacity_bytes",
+        (256 * MIB) as f64,
+        (16384 * GIB) as f64,
+    ),
     ("vmem_bytes", MIB as f64, (4 * GIB) as f64),
     ("vmem_limit_bytes", MIB as f64, (4 * GIB) as f64),
     ("sublanes", 1.0, 128.0),
