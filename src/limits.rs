@@ -22,7 +22,7 @@ pub const CSV_FILE_BYTES: u64 = 1024 * MIB;
 
 /// `N MiB` / `N GiB` for messages.
 pub fn size_text(bytes: u64) -> String {
-    if bytes >= 1024 * MIB && bytes % (1024 * MIB) == 0 {
+    if bytes >= 1024 * MIB && bytes.is_multiple_of(1024 * MIB) {
         format!("{} GiB", bytes / (1024 * MIB))
     } else {
         format!("{} MiB", bytes / MIB)

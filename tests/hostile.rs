@@ -169,7 +169,7 @@ fn zip_one(name: &str, data: &[u8]) -> Vec<u8> {
 
 fn npy_header(dict: &str) -> Vec<u8> {
     let mut h = dict.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
+    while !(10 + h.len() + 1).is_multiple_of(64) {
         h.push(' ');
     }
     h.push('\n');

@@ -5,6 +5,8 @@
 //! * No array holds more than [`MAX_ARRAY_ELEMENTS`] elements or [`MAX_ARRAY_BYTES`]
 //!   bytes (tiled padding included): far beyond any TPU's memory, and small enough that
 //!   every size, flop count and runtime derived from it stays exact and finite.
+//! * Computation and instruction names are HLO names (what the text grammar reads), and
+//!   an opcode of fixed arity has that many operands.
 //! * Computations do not call themselves, directly or through others, and calls nest at
 //!   most [`MAX_CALL_DEPTH`] deep (what every recursive walk of a module relies on).
 
@@ -107,6 +109,19 @@ fn at(c: &Computation, i: Option<&Instruction>, message: String) -> CheckError {
     }
 }
 
+/// Whether `name` is a name HLO text can hold (`%` + letters, digits, `_`, `.`, `-`):
+/// a module read from a proto must print as text that parses.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn not_a_name(what: &str, name: &str) -> String {
+    format!("{what} name {name:?} is not an HLO name (letters, digits, '_', '.', '-')")
+}
+
 /// Checks `m` against the rules of this module (see the module documentation); the first
 /// violation, in module order.
 pub fn check_module(m: &Module) -> Result<(), CheckError> {
@@ -123,9 +138,29 @@ pub fn check_module(m: &Module) -> Result<(), CheckError> {
         }
     }
     for c in m.computations.values() {
+        if !is_name(&c.name) {
+            return Err(at(c, None, not_a_name("computation", &c.name)));
+        }
         for &id in &c.order {
             let i = c.instr(id);
+            if !is_name(&i.name) {
+                return Err(at(c, Some(i), not_a_name("instruction", &i.name)));
+            }
             check_shape(&i.shape).map_err(|e| at(c, Some(i), e))?;
+            if let (None, Some(n)) = (i.async_wrapped, i.opcode.arity()) {
+                let found = c.operand_count(id);
+                if found != n {
+                    return Err(at(
+                        c,
+                        Some(i),
+                        format!(
+                            "'{}' takes {n} operand{}, found {found}",
+                            i.opcode.name(),
+                            if n == 1 { "" } else { "s" }
+                        ),
+                    ));
+                }
+            }
             for (_, callee) in i.attrs.called.iter() {
                 if *callee >= n {
                     return Err(at(
