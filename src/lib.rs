@@ -13,6 +13,7 @@ pub mod eval;
 pub mod hlo;
 pub mod ir;
 pub mod kernels;
+pub mod limits;
 pub mod passes;
 pub mod progress;
 pub mod proto;

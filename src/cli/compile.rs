@@ -79,7 +79,9 @@ pub struct ExplainArgs {
 
 /// A target preset name or a target file.
 pub fn target(spec: &str, host_dispatch: bool) -> Result<TpuTarget> {
-    let t = if Path::new(spec).is_file() {
+    // A path (anything that exists, or a name with a target file's extension) is a file.
+    let is_file = Path::new(spec).exists() || spec.ends_with(".json") || spec.ends_with(".toml");
+    let t = if is_file {
         TpuTarget::from_file(Path::new(spec))?
     } else {
         TpuTarget::preset(spec)?

@@ -32,7 +32,8 @@ pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadE
 
 fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
+    let bytes = crate::limits::read_bytes(path, crate::limits::MODULE_FILE_BYTES)
+        .map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
     // Binary inputs (HloModuleProto, ModuleTuningData, TuningData) are recognised by
     // content, whatever the file is called.
     use crate::proto::{detect, InputKind};
@@ -53,12 +54,26 @@ fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError
             })
             .collect());
     }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        LoadError::Io(format!(
-            "{file}: not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
+    let text = match String::from_utf8(bytes) {
+        Ok(t) if !t.contains('\0') => t,
+        // Binary content that `detect` did not recognise: a corrupted or truncated
+        // protobuf, most likely; say where decoding it fails.
+        bad => {
+            let bytes = match bad {
+                Ok(t) => t.into_bytes(),
+                Err(e) => e.into_bytes(),
+            };
+            return match crate::proto::module_from_proto_bytes(&bytes) {
+                Ok(module) => Ok(vec![LoadedModule {
+                    label: file,
+                    module,
+                }]),
+                Err(e) => Err(LoadError::Io(format!(
+                    "{file}: binary data, not HLO text: {e}"
+                ))),
+            };
+        }
+    };
     let mut out = Vec::new();
     if split {
         let parts = split_modules(&text);

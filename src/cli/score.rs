@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use super::compile::target;
 use super::replay::predict_runs;
 use crate::eval::score::{
-    npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking, ScoreReport,
+    check_complete, npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking,
+    ScoreReport,
 };
 use crate::progress::{Progress, ProgressMode};
 use crate::proto::{read_tuning_file, Tuning};
@@ -39,6 +40,10 @@ pub struct ScoreArgs {
     /// With --analytical: where to write its ranking as a Kaggle-style submission.
     #[arg(long)]
     pub analytical_out: Option<PathBuf>,
+    /// Score a submission that ranks only some of the split's graphs (by default every
+    /// npz file of the split must have its row).
+    #[arg(long)]
+    pub allow_missing: bool,
     /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
@@ -153,6 +158,9 @@ pub fn score(a: ScoreArgs) -> Result<i32> {
     let mut first: Option<Vec<Ranking>> = None;
     for p in &a.predictions {
         let r = read_submission(p)?;
+        if !a.allow_missing {
+            check_complete(&a.data, &a.split, &r, &p.display().to_string())?;
+        }
         let report = score_rankings(&a.data, &a.split, &r)?;
         columns.push(Column {
             name: p

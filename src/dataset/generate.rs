@@ -33,7 +33,8 @@ use super::config_feat::{
 use super::graph::{encode_graph_with, EncodeOptions};
 use super::kernel_module::{fingerprint, kernel_module};
 use super::layout_eval::{LayoutEvaluator, NodeChoice};
-use super::manifest::{ModuleManifest, Recipe, Status};
+use super::manifest::{ModuleManifest, Recipe, RunRecipe, Status};
+use super::outdir::{claim, create_dir};
 use super::plan::{item_seed, Noise, Shard, SplitRatios};
 use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
 use crate::ir::{Dims, Module};
@@ -96,7 +97,7 @@ fn pb_path(out: &Path, npz: &Path) -> PathBuf {
 
 fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        create_dir(dir)?;
     }
     crate::proto::write_tuning_file(path, &crate::proto::Tuning::Module(mt))?;
     Ok(())
@@ -185,11 +186,41 @@ fn begin_module(
     }
 }
 
+/// Takes `collection` of the output tree for this run (refused while a run with other
+/// options writes it; see [`super::outdir`]); temporary files of dead runs in its folders
+/// (`npz/NPZ_DIR`, `pb/NPZ_DIR`, `manifest/COLLECTION`) go, with a note.
+fn claim_collection(
+    o: &GenOptions,
+    collection: &str,
+    npz_dir: &str,
+    report: &mut GenReport,
+) -> anyhow::Result<super::outdir::Claim> {
+    let dirs = [
+        o.out.join("npz").join(npz_dir),
+        o.out.join("pb").join(npz_dir),
+        o.out.join("manifest").join(collection),
+    ];
+    let c = claim(
+        &o.out,
+        collection,
+        &RunRecipe::new(collection, o).to_value(),
+        &dirs,
+    )?;
+    if !c.removed.is_empty() {
+        report.notes.push(format!(
+            "removed {} temporary file(s) left by interrupted runs",
+            c.removed.len()
+        ));
+    }
+    Ok(c)
+}
+
 /// The tile collection.
 pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
     let start = Instant::now();
     let mut report = GenReport::default();
     let configs_done = AtomicU64::new(0);
+    let _claim = claim_collection(o, "tile", "tile/xla", &mut report)?;
     let pb = Progress::new(o.progress, 0, "tile kernels");
     let noise = Noise { sigma: o.noise };
     let enc = EncodeOptions {
@@ -208,7 +239,7 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
         }
         let split = o.split.assign(&input.name);
         let dir = o.out.join("npz/tile/xla").join(split.dir());
-        std::fs::create_dir_all(&dir)?;
+        create_dir(&dir)?;
         let compiled = compile(&input.module, &CompilationConfig::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
         let cm = &compiled.module;
@@ -268,8 +299,13 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                         continue;
                     };
                     feat.extend_from_slice(&tile_config_features(&tile_size_config(t)));
-                    runtime.push(noise.apply(e.total_ns, seed, 2 * j as u64));
-                    norm.push(noise.apply(def_est.total_ns, seed, 2 * j as u64 + 1));
+                    let rt = |ns: f64, draw: u64| {
+                        noise
+                            .apply(ns, seed, draw)
+                            .map_err(|e| anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name))
+                    };
+                    runtime.push(rt(e.total_ns, 2 * j as u64)?);
+                    norm.push(rt(def_est.total_ns, 2 * j as u64 + 1)?);
                 }
                 // The official loaders drop kernels with fewer than two configurations.
                 if runtime.len() < 2 {
@@ -504,6 +540,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
     let mine = (0..inputs.len()).filter(|&mi| o.shard.takes(mi)).count() as u64;
     pb.set_length(mine * per_module);
     let collection = format!("layout/{}/{}", o.source, o.search.dir());
+    let _claim = claim_collection(o, &collection, &collection, &mut report)?;
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
             continue;
@@ -524,7 +561,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .join(&o.source)
             .join(o.search.dir())
             .join(split.dir());
-        std::fs::create_dir_all(&dir)?;
+        create_dir(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
         let mut ev = LayoutEvaluator::new(&input.module, &o.target);
         if ev.nodes.is_empty() {
@@ -572,7 +609,16 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             runtimes.extend(
                 ns.into_iter()
                     .enumerate()
-                    .map(|(j, t)| noise.apply(t, seed, base + j as u64)),
+                    .map(|(j, t)| {
+                        noise.apply(t, seed, base + j as u64).map_err(|e| {
+                            anyhow::anyhow!(
+                                "{}: configuration {}: {e}",
+                                input.name,
+                                base + j as u64
+                            )
+                        })
+                    })
+                    .collect::<anyhow::Result<Vec<i64>>>()?,
             );
         }
         pb.dec_length(per_module.saturating_sub(runtimes.len() as u64));

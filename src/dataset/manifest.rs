@@ -23,16 +23,25 @@ use crate::hlo::print_module;
 use crate::ir::Module;
 use crate::proto::tuning::write_file_atomic;
 
-/// Everything that decides the bytes of a module's files.
+/// Everything that decides the bytes of a module's files: the run's options and the
+/// module. (Serialised flat: one JSON object with the keys of both.)
 #[derive(Debug, Clone, Serialize)]
 pub struct Recipe {
+    #[serde(flatten)]
+    pub run: RunRecipe,
+    pub module: String,
+    /// FNV-1a of the module's canonical text, in hex.
+    pub module_digest: String,
+}
+
+/// The options of a run that decide the bytes it writes, whatever the module: runs with
+/// equal ones may share an output tree ([`super::outdir::claim`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecipe {
     /// The tpusim version that wrote them (the model may change between versions).
     pub tpusim: String,
     /// `tile`, or `layout/<source>/<search>`.
     pub collection: String,
-    pub module: String,
-    /// FNV-1a of the module's canonical text, in hex.
-    pub module_digest: String,
     pub configs: usize,
     pub seed: u64,
     /// The whole TPU target, parameters included (a target file may change).
@@ -43,15 +52,13 @@ pub struct Recipe {
     pub pb: bool,
 }
 
-impl Recipe {
-    /// The recipe of `module` (named `name`) in `collection` under the options `o`.
-    pub fn new(collection: &str, name: &str, module: &Module, o: &GenOptions) -> Recipe {
+impl RunRecipe {
+    /// The run options of `collection` under `o`.
+    pub fn new(collection: &str, o: &GenOptions) -> RunRecipe {
         let s = o.split;
-        Recipe {
+        RunRecipe {
             tpusim: env!("CARGO_PKG_VERSION").to_string(),
             collection: collection.to_string(),
-            module: name.to_string(),
-            module_digest: format!("{:016x}", fnv1a(print_module(module).as_bytes())),
             configs: o.configs,
             seed: o.seed,
             tpu: o.target.clone(),
@@ -59,6 +66,22 @@ impl Recipe {
             split: format!("{}/{}/{}", s.train, s.valid, s.test),
             pad_minus_one: o.pad_minus_one,
             pb: o.write_pb,
+        }
+    }
+
+    /// As JSON (what [`super::outdir::claim`] compares).
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+impl Recipe {
+    /// The recipe of `module` (named `name`) in `collection` under the options `o`.
+    pub fn new(collection: &str, name: &str, module: &Module, o: &GenOptions) -> Recipe {
+        Recipe {
+            run: RunRecipe::new(collection, o),
+            module: name.to_string(),
+            module_digest: format!("{:016x}", fnv1a(print_module(module).as_bytes())),
         }
     }
 }
@@ -139,7 +162,7 @@ impl ModuleManifest {
     pub fn new(out: &Path, recipe: Recipe) -> ModuleManifest {
         let path = out
             .join("manifest")
-            .join(&recipe.collection)
+            .join(&recipe.run.collection)
             .join(format!("{}.json", recipe.module));
         ModuleManifest {
             out: out.to_path_buf(),
@@ -189,17 +212,21 @@ impl ModuleManifest {
 
     /// Delete the files the old manifest lists, and the manifest itself, before the
     /// module is made again.
-    pub fn remove_old(&self) -> std::io::Result<()> {
-        for f in &self.old_files {
-            match std::fs::remove_file(self.out.join(&f.file)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+    pub fn remove_old(&self) -> Result<(), super::outdir::OutDirError> {
+        let remove = |p: &Path| match std::fs::remove_file(p) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(super::outdir::OutDirError::Io {
+                    path: p.to_path_buf(),
+                    op: "remove the file of an earlier run",
+                    err,
+                })
             }
-        }
-        match std::fs::remove_file(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
+        };
+        for f in &self.old_files {
+            remove(&self.out.join(&f.file))?;
         }
+        remove(&self.path)
     }
 
     /// Record the module as complete with `files` (paths absolute or relative to `OUT`,
@@ -218,7 +245,7 @@ impl ModuleManifest {
             files,
         };
         if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
+            super::outdir::create_dir(dir)?;
         }
         let mut text = serde_json::to_string_pretty(&m)?;
         text.push('\n');

@@ -12,5 +12,6 @@ pub mod listing;
 pub mod manifest;
 pub mod npz;
 pub mod opcodes;
+pub mod outdir;
 pub mod plan;
 pub mod write;

@@ -39,22 +39,31 @@ use zip::{CompressionMethod, DateTime, ZipArchive, ZipWriter};
 #[derive(Debug, thiserror::Error)]
 pub enum NpzError {
     /// An operating-system I/O error on `path`.
-    #[error("{path}: {op}: {source}")]
+    #[error("{path}: {op}: {err}")]
     Io {
         /// File concerned.
         path: PathBuf,
         /// What was being done.
         op: &'static str,
-        /// Underlying error.
-        source: io::Error,
+        /// Underlying error (in the message, so not a `source`: one line says it all).
+        err: io::Error,
     },
-    /// The ZIP container itself is unreadable or could not be written.
-    #[error("{path}: not a readable npz/zip archive: {source}")]
+    /// The ZIP container itself is unreadable.
+    #[error("{path}: not a readable npz/zip archive: {err}")]
     Zip {
         /// File concerned.
         path: PathBuf,
         /// Underlying error.
-        source: ZipError,
+        err: ZipError,
+    },
+    /// The ZIP container could not be written (other than an I/O error, which is
+    /// [`NpzError::Io`]).
+    #[error("{path}: writing the npz archive: {err}")]
+    ZipWrite {
+        /// Output file concerned.
+        path: PathBuf,
+        /// Underlying error.
+        err: ZipError,
     },
     /// A member is not a valid NPY array (bad magic, header, dtype, size, CRC...).
     #[error("{path}: member '{member}': {reason}")]
@@ -673,6 +682,16 @@ pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, String> {
     if fortran && shape.iter().filter(|&&d| d > 1).count() > 1 {
         return Err("Fortran-order arrays are not supported".into());
     }
+    // Checked: a shape whose size wraps past 2^64 bytes is not believed.
+    if shape_elements(&shape)
+        .and_then(|n| n.checked_mul(dtype.size() as u64))
+        .is_none()
+    {
+        return Err(format!(
+            "shape {} of {dtype} needs more than 2^64 bytes",
+            shape_repr(&shape)
+        ));
+    }
     Ok(NpyHeader {
         dtype,
         shape,
@@ -744,7 +763,9 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// [`Compression`] (timestamps are fixed to 1980-01-01), so equal inputs give
 /// byte-identical files.
 pub struct NpzWriter {
-    zip: Option<ZipWriter<BufWriter<File>>>,
+    zip: Option<ZipWriter<Sink>>,
+    /// Shared with the [`Sink`]: set when the archive is abandoned.
+    discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tmp_path: PathBuf,
     final_path: PathBuf,
     compression: Compression,
@@ -795,14 +816,19 @@ impl NpzWriter {
             .read(true)
             .create_new(true)
             .open(&tmp_path)
-            .map_err(|source| NpzError::Io {
+            .map_err(|err| NpzError::Io {
                 path: tmp_path.clone(),
                 op: "create temporary file",
-                source,
+                err,
             })?;
-        let zip = ZipWriter::new(BufWriter::with_capacity(1 << 20, file));
+        let discard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let zip = ZipWriter::new(Sink::new(
+            BufWriter::with_capacity(1 << 20, file),
+            discard.clone(),
+        ));
         Ok(NpzWriter {
             zip: Some(zip),
+            discard,
             tmp_path,
             final_path,
             compression,
@@ -842,18 +868,22 @@ impl NpzWriter {
         Err(err)
     }
 
-    fn zip_err(&self, source: ZipError) -> NpzError {
-        NpzError::Zip {
-            path: self.tmp_path.clone(),
-            source,
+    /// Errors while writing name the file being made (its temporary file goes away).
+    fn zip_err(&self, err: ZipError) -> NpzError {
+        match err {
+            ZipError::Io(e) => self.io_err("write archive", e),
+            err => NpzError::ZipWrite {
+                path: self.final_path.clone(),
+                err,
+            },
         }
     }
 
-    fn io_err(&self, op: &'static str, source: io::Error) -> NpzError {
+    fn io_err(&self, op: &'static str, err: io::Error) -> NpzError {
         NpzError::Io {
-            path: self.tmp_path.clone(),
+            path: self.final_path.clone(),
             op,
-            source,
+            err,
         }
     }
 
@@ -1009,8 +1039,9 @@ impl NpzWriter {
         let Some(zip) = self.zip.take() else {
             return Err(self.usage("writer already finished"));
         };
-        let buffered = zip.finish().map_err(|e| self.zip_err(e))?;
-        let file = buffered
+        let sink = zip.finish().map_err(|e| self.zip_err(e))?;
+        let file = sink
+            .inner
             .into_inner()
             .map_err(|e| self.io_err("flush archive", e.into_error()))?;
         file.sync_all()
@@ -1019,10 +1050,10 @@ impl NpzWriter {
     }
 
     fn rename_into_place(mut self) -> Result<PathBuf> {
-        fs::rename(&self.tmp_path, &self.final_path).map_err(|source| NpzError::Io {
+        fs::rename(&self.tmp_path, &self.final_path).map_err(|err| NpzError::Io {
             path: self.final_path.clone(),
             op: "rename temporary file into place",
-            source,
+            err,
         })?;
         // Best effort: make the rename durable.
         if let Some(dir) = self.final_path.parent() {
@@ -1043,10 +1074,85 @@ impl NpzWriter {
 impl Drop for NpzWriter {
     fn drop(&mut self) {
         if !self.tmp_path.as_os_str().is_empty() {
-            // ZipWriter's own Drop would finalise the archive; discard it.
+            // ZipWriter's own Drop finalises the archive (and prints any error of
+            // that): into a sink that now discards, since the file goes away.
+            self.discard.store(true, Ordering::Relaxed);
             drop(self.zip.take());
             let _ = fs::remove_file(&self.tmp_path);
         }
+    }
+}
+
+/// The writer under an [`NpzWriter`]'s ZIP writer: the temporary file, until the first
+/// I/O error or until the archive is abandoned; from then on writes and seeks only move
+/// a cursor (the ZIP writer sees a consistent file, nothing more is written), so that the
+/// ZIP writer's drop has no error to print: the first error is the one reported.
+struct Sink {
+    inner: BufWriter<File>,
+    discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Position and length as the ZIP writer sees them.
+    pos: u64,
+    len: u64,
+}
+
+impl Sink {
+    fn new(inner: BufWriter<File>, discard: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        Sink {
+            inner,
+            discard,
+            pos: 0,
+            len: 0,
+        }
+    }
+
+    fn discarding(&self) -> bool {
+        self.discard.load(Ordering::Relaxed)
+    }
+
+    fn failed<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if r.is_err() {
+            self.discard.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = if self.discarding() {
+            buf.len()
+        } else {
+            let r = self.inner.write(buf);
+            self.failed(r)?
+        };
+        self.pos += n as u64;
+        self.len = self.len.max(self.pos);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if self.discarding() {
+            return Ok(());
+        }
+        let r = self.inner.flush();
+        self.failed(r)
+    }
+}
+
+impl Seek for Sink {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        if !self.discarding() {
+            let r = self.inner.seek(to);
+            self.pos = self.failed(r)?;
+            self.len = self.len.max(self.pos);
+            return Ok(self.pos);
+        }
+        let base = match to {
+            io::SeekFrom::Start(n) => Some(n),
+            io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            io::SeekFrom::End(d) => self.len.checked_add_signed(d),
+        };
+        self.pos = base.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Ok(self.pos)
     }
 }
 
@@ -1159,10 +1265,10 @@ impl NpzReader<BufReader<File>> {
     /// Opens an npz file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|source| NpzError::Io {
+        let file = File::open(path).map_err(|err| NpzError::Io {
             path: path.to_path_buf(),
             op: "open",
-            source,
+            err,
         })?;
         Self::from_reader(BufReader::with_capacity(1 << 20, file), path)
     }
@@ -1175,19 +1281,19 @@ impl<R: Read + Seek> NpzReader<R> {
         let path = label.as_ref().to_path_buf();
         let archive_len = reader
             .seek(io::SeekFrom::End(0))
-            .map_err(|source| NpzError::Io {
+            .map_err(|err| NpzError::Io {
                 path: path.clone(),
                 op: "seek",
-                source,
+                err,
             })?;
-        reader.rewind().map_err(|source| NpzError::Io {
+        reader.rewind().map_err(|err| NpzError::Io {
             path: path.clone(),
             op: "seek",
-            source,
+            err,
         })?;
-        let archive = ZipArchive::new(reader).map_err(|source| NpzError::Zip {
+        let archive = ZipArchive::new(reader).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         Ok(NpzReader {
             path,
@@ -1237,16 +1343,32 @@ impl<R: Read + Seek> NpzReader<R> {
 
     fn header_at(&mut self, idx: usize) -> Result<NpyHeader> {
         let path = self.path.clone();
-        let mut f = self.archive.by_index(idx).map_err(|source| NpzError::Zip {
+        let mut f = self.archive.by_index(idx).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         let member = f.name().to_string();
-        read_npy_header(&mut f).map_err(|reason| NpzError::Member {
-            path,
-            member,
+        let declared = f.size();
+        let h = read_npy_header(&mut f).map_err(|reason| NpzError::Member {
+            path: path.clone(),
+            member: member.clone(),
             reason,
-        })
+        })?;
+        // The header alone is believed only as far as the member can hold its data.
+        let data = h.data_bytes().unwrap_or(u64::MAX);
+        let room = declared.saturating_sub(h.header_len as u64);
+        if data > room {
+            return Err(NpzError::Member {
+                path,
+                member,
+                reason: format!(
+                    "truncated: header promises {data} data bytes for shape {} {} but the member holds {room}",
+                    shape_repr(&h.shape),
+                    h.dtype
+                ),
+            });
+        }
+        Ok(h)
     }
 
     /// Streams array `name` in chunks of decoded elements (C order) without
@@ -1328,9 +1450,9 @@ impl<R: Read + Seek> NpzReader<R> {
     {
         let path = self.path.clone();
         let archive_len = self.archive_len;
-        let mut f = self.archive.by_index(idx).map_err(|source| NpzError::Zip {
+        let mut f = self.archive.by_index(idx).map_err(|err| NpzError::Zip {
             path: path.clone(),
-            source,
+            err,
         })?;
         let member = f.name().to_string();
         let merr = |reason: String| NpzError::Member {
@@ -1699,8 +1821,11 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         }
         GraphKind::Unknown => {}
     }
+    // Members read whole below (the rest are read through at the end).
+    let mut read: Vec<&str> = Vec::new();
     if has("config_runtime") {
         let a = r.read("config_runtime")?;
+        read.push("config_runtime");
         if let Some((lo, hi)) = min_max((0..a.len()).filter_map(|i| a.data().get_f64(i))) {
             s.runtime_min = Some(lo);
             s.runtime_max = Some(hi);
@@ -1708,6 +1833,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
     if has("config_runtime_normalizers") {
         let a = r.read("config_runtime_normalizers")?;
+        read.push("config_runtime_normalizers");
         if let Some((lo, hi)) = min_max((0..a.len()).filter_map(|i| a.data().get_f64(i))) {
             s.normalizer_min = Some(lo);
             s.normalizer_max = Some(hi);
@@ -1762,6 +1888,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
         ));
     }
     let op = r.read("node_opcode")?;
+    read.push("node_opcode");
     match op.data().to_i64_vec() {
         Some(ids) => {
             if ids.iter().any(|&x| x >= N_OPCODES) {
@@ -1786,6 +1913,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
     if ei_shape_ok && ei_shape[0] > 0 {
         let ei = r.read("edge_index")?;
+        read.push("edge_index");
         let vals: Vec<f64> = ei.data().to_f64_vec();
         let pairs: Vec<(f64, f64)> = vals.chunks_exact(2).map(|p| (p[0], p[1])).collect();
         if !pairs
@@ -1816,6 +1944,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     // node_feat values (after the edge checks, in the Python checker's order)
     if nf_ok_shape && n.is_some_and(|n| n > 0) {
         let nf = r.read("node_feat")?;
+        read.push("node_feat");
         let d = nf.data();
         let rows = nf.shape()[0];
         let mut root_bad = false;
@@ -1901,6 +2030,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
                 v.push("a layout file needs at least one configurable node".into());
             }
             let ids = r.read("node_config_ids")?.data().to_f64_vec();
+            read.push("node_config_ids");
             if !ids.is_empty() {
                 let in_range = ids.iter().all(|&x| x >= 0.0 && x < n_f);
                 let ascending = ids.windows(2).all(|w| w[1] > w[0]);
@@ -1932,6 +2062,7 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
                 }
                 Ok(())
             })?;
+            read.push("node_config_feat");
             if any && (nan || lo < -1.0 || hi > 5.0) {
                 v.push("node_config_feat values must lie in -1..5".into());
             }
@@ -1957,6 +2088,11 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             }
         }
         GraphKind::Unknown => {}
+    }
+    // Every member read through once (data length, CRC), also those the checks above
+    // did not need: a file `inspect` passes is readable whole.
+    for name in names.iter().filter(|n| !read.contains(&n.as_str())) {
+        r.visit(name, |_| Ok(()))?;
     }
     s.violations = violations;
     Ok(s)

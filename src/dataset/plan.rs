@@ -129,6 +129,18 @@ pub fn item_seed(run_seed: u64, item: &str) -> u64 {
     r.next_u64()
 }
 
+/// Longest runtime a sample may record: 2^53 ns (104 days), the largest integer every
+/// reader holding runtimes as floats keeps exactly. A longer modelled runtime is an error,
+/// never a saturated or rounded number.
+pub const MAX_RUNTIME_NS: f64 = 9_007_199_254_740_992.0;
+
+/// A modelled runtime that no sample can record: not finite, or past [`MAX_RUNTIME_NS`].
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("modelled runtime {ns:e} ns is past the 2^53 ns (104 days) a sample may record")]
+pub struct RuntimeOutOfRange {
+    pub ns: f64,
+}
+
 /// Multiplicative measurement noise: runtime × exp(σ·z), z ~ N(0,1), seeded.
 #[derive(Debug, Clone, Copy)]
 pub struct Noise {
@@ -137,8 +149,9 @@ pub struct Noise {
 
 impl Noise {
     /// Apply noise to `ns` for the `k`-th measurement of an item with seed `seed`;
-    /// σ = 0 returns `ns` unchanged. Result is at least 1 ns.
-    pub fn apply(&self, ns: f64, seed: u64, k: u64) -> i64 {
+    /// σ = 0 returns `ns` unchanged. Result is at least 1 ns; an error past
+    /// [`MAX_RUNTIME_NS`] (or not finite).
+    pub fn apply(&self, ns: f64, seed: u64, k: u64) -> Result<i64, RuntimeOutOfRange> {
         let v = if self.sigma > 0.0 {
             let mut r = SplitMix64::new(seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15));
             // Box-Muller from two uniforms in (0, 1].
@@ -149,7 +162,12 @@ impl Noise {
         } else {
             ns
         };
-        v.round().max(1.0) as i64
+        // (checked before `max`, which would turn NaN into 1)
+        if v.is_finite() && v.round() <= MAX_RUNTIME_NS {
+            Ok(v.round().max(1.0) as i64)
+        } else {
+            Err(RuntimeOutOfRange { ns: v })
+        }
     }
 }
 
@@ -184,8 +202,20 @@ mod tests {
     fn noise_is_seeded_and_centred() {
         let n = Noise { sigma: 0.05 };
         assert_eq!(n.apply(1000.0, 7, 3), n.apply(1000.0, 7, 3));
-        let mean: f64 = (0..20_000).map(|k| n.apply(1e6, 42, k) as f64).sum::<f64>() / 20_000.0;
+        let mean: f64 = (0..20_000)
+            .map(|k| n.apply(1e6, 42, k).unwrap() as f64)
+            .sum::<f64>()
+            / 20_000.0;
         assert!((mean / 1e6 - 1.0).abs() < 0.01, "{mean}");
-        assert_eq!(Noise { sigma: 0.0 }.apply(1234.4, 1, 1), 1234);
+        assert_eq!(Noise { sigma: 0.0 }.apply(1234.4, 1, 1), Ok(1234));
+    }
+
+    #[test]
+    fn runtimes_past_the_limit_are_errors_not_saturated() {
+        let n = Noise { sigma: 0.0 };
+        assert_eq!(n.apply(MAX_RUNTIME_NS, 1, 1), Ok(1 << 53));
+        for ns in [1e19, 1e300, f64::INFINITY, f64::NAN] {
+            assert!(n.apply(ns, 1, 1).is_err(), "{ns}");
+        }
     }
 }

@@ -41,10 +41,20 @@ pub enum ScoreError {
     Data(String),
 }
 
+/// The runtimes of an npz file (tile: divided by the normalisers), after the file passed
+/// the checks `tpusim inspect` makes (every member readable, CRCs, the TpuGraphs schema):
+/// a broken file is an error that names it, never a score.
 fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
     let err = |e: String| ScoreError::Data(format!("{}: {e}", path.display()));
     // (the reader's errors name the file themselves)
     let mut r = NpzReader::open(path).map_err(|e| ScoreError::Data(e.to_string()))?;
+    let summary = r.summarize().map_err(|e| ScoreError::Data(e.to_string()))?;
+    if !summary.is_valid() {
+        return Err(err(format!(
+            "breaks the TpuGraphs schema: {}",
+            summary.violations.join("; ")
+        )));
+    }
     let to_f64 = |a: &NpyArray| -> Option<Vec<f64>> {
         a.as_slice::<i64>()
             .map(|v| v.iter().map(|&x| x as f64).collect())
@@ -58,8 +68,18 @@ fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
                     .map(|v| v.iter().map(|&x| x as f64).collect())
             })
     };
+    let positive = |name: &str, v: &[f64]| -> Result<(), ScoreError> {
+        match v.iter().position(|&x| !(x.is_finite() && x > 0.0)) {
+            Some(i) => Err(err(format!(
+                "{name}[{i}] = {} is not a positive finite number",
+                v[i]
+            ))),
+            None => Ok(()),
+        }
+    };
     let rt = r.read("config_runtime").map_err(|e| err(e.to_string()))?;
     let mut y = to_f64(&rt).ok_or_else(|| err("config_runtime has an unsupported dtype".into()))?;
+    positive("config_runtime", &y)?;
     if tile {
         let n = r
             .read("config_runtime_normalizers")
@@ -68,9 +88,11 @@ fn runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
         if n.len() != y.len() {
             return Err(err("config_runtime and normalizers differ in length".into()));
         }
+        positive("config_runtime_normalizers", &n)?;
         for (a, b) in y.iter_mut().zip(n) {
             *a /= b;
         }
+        positive("config_runtime / config_runtime_normalizers", &y)?;
     }
     Ok(y)
 }
@@ -147,41 +169,165 @@ pub fn npz_runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
     runtimes(path, tile)
 }
 
-/// Read a Kaggle-style submission (CSV with header `ID,TopConfigs`).
+/// Read a Kaggle-style submission: a CSV file (read with the `csv` crate, streamed, at
+/// most [`crate::limits::CSV_FILE_BYTES`]) whose first row is the header `ID,TopConfigs`
+/// (a UTF-8 byte-order mark before it is allowed), then one row per ID. Errors name the
+/// CSV line: a missing header, a row without two fields, a ranking that is not
+/// `;`-separated indices, an ID given twice.
 pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
+    use crate::limits::{size_text, CSV_FILE_BYTES};
     let file = predictions.display().to_string();
-    let text = std::fs::read_to_string(predictions)
+    let input = crate::limits::open(predictions, CSV_FILE_BYTES)
         .map_err(|e| ScoreError::Data(format!("{file}: {e}")))?;
+    let csv_err = |line: u64, msg: String| ScoreError::Csv {
+        file: file.clone(),
+        line: line as usize,
+        msg,
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(NoNul {
+            inner: input,
+            at: 0,
+        });
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || (i == 0 && line.starts_with("ID")) {
+    let mut seen: std::collections::HashMap<String, u64> = Default::default();
+    let mut rec = csv::StringRecord::new();
+    let mut header = true;
+    loop {
+        match reader.read_record(&mut rec) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line());
+                let msg = match e.kind() {
+                    csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_string(),
+                    csv::ErrorKind::Io(io) => io.to_string(),
+                    _ => e.to_string(),
+                };
+                return Err(csv_err(line, msg));
+            }
+        }
+        let line = rec.position().map_or(0, |p| p.line());
+        let field = |i: usize| rec.get(i).unwrap_or("");
+        if header {
+            header = false;
+            let first = field(0).trim_start_matches('\u{feff}');
+            if rec.len() != 2 || first != "ID" || field(1) != "TopConfigs" {
+                return Err(csv_err(
+                    line,
+                    format!(
+                        "expected the header 'ID,TopConfigs', found '{}'",
+                        rec.iter().collect::<Vec<_>>().join(",")
+                    ),
+                ));
+            }
             continue;
         }
-        let csv = |msg: String| ScoreError::Csv {
-            file: file.clone(),
-            line: i + 1,
-            msg,
-        };
-        let (id, top) = line
-            .split_once(',')
-            .ok_or_else(|| csv("expected ID,TopConfigs".into()))?;
-        let top: Vec<usize> = top
+        if rec.len() == 1 && field(0).is_empty() {
+            continue;
+        }
+        if rec.len() != 2 {
+            return Err(csv_err(
+                line,
+                format!("expected 2 fields (ID,TopConfigs), found {}", rec.len()),
+            ));
+        }
+        let id = field(0);
+        let top: Vec<usize> = field(1)
             .split(';')
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| csv("TopConfigs must be ';'-separated config indices".into()))?;
+            .map_err(|_| {
+                csv_err(
+                    line,
+                    "TopConfigs must be ';'-separated config indices".into(),
+                )
+            })?;
+        if let Some(first) = seen.insert(id.to_string(), line) {
+            return Err(csv_err(
+                line,
+                format!("ID '{id}' is given twice (first on line {first})"),
+            ));
+        }
         out.push(Ranking {
             id: id.to_string(),
             top,
-            origin: format!("{file}:{}", i + 1),
+            origin: format!("{file}:{line}"),
         });
+    }
+    // The reader stops one byte past the limit: reaching it means the file is larger.
+    if reader.position().byte() > CSV_FILE_BYTES {
+        return Err(ScoreError::Data(format!(
+            "{file}: larger than {}, the most tpusim reads of a prediction CSV",
+            size_text(CSV_FILE_BYTES)
+        )));
+    }
+    if header {
+        return Err(ScoreError::Data(format!(
+            "{file}: empty (expected the header 'ID,TopConfigs')"
+        )));
     }
     if out.is_empty() {
         return Err(ScoreError::Data(format!("{file}: no predictions")));
     }
     Ok(out)
+}
+
+/// A reader that fails at the first NUL byte: no text file holds one, and binary data
+/// (`/dev/zero`) would otherwise make one endless CSV field.
+struct NoNul<R> {
+    inner: R,
+    at: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for NoNul<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(i) = memchr::memchr(0, &buf[..n]) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "binary data, not CSV text (a NUL byte at byte {})",
+                    self.at + i as u64
+                ),
+            ));
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// The IDs of `split` under `root` (every npz file, [`split_ids`]) that `rankings` do
+/// not rank, as an error naming `file` (how many, and the first few); `Ok` when every
+/// file has its row.
+pub fn check_complete(
+    root: &Path,
+    split: &str,
+    rankings: &[Ranking],
+    file: &str,
+) -> Result<(), ScoreError> {
+    let given: std::collections::HashSet<&str> = rankings.iter().map(|r| r.id.as_str()).collect();
+    let all = split_ids(root, split);
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|id| !given.contains(id.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = missing.iter().take(3).map(|s| s.as_str()).collect();
+    Err(ScoreError::Data(format!(
+        "{file}: ranks no configuration of {} of the {} graphs of split '{split}' \
+         (e.g. {}){}; give --allow-missing to score only the rows it has",
+        missing.len(),
+        all.len(),
+        shown.join(", "),
+        if missing.len() > 3 { ", ..." } else { "" },
+    )))
 }
 
 /// Score rankings against the npz files under `root` (the folder holding `tile/` and

@@ -53,6 +53,29 @@ impl HloError {
         }
     }
 
+    /// An error at a 1-based line and column of `src` (0 = unknown: no position).
+    pub fn at_line_col(
+        file: &str,
+        src: &str,
+        line: usize,
+        col: usize,
+        message: impl Into<String>,
+    ) -> Self {
+        if line == 0 {
+            return Self::whole_file(file, message);
+        }
+        let offset = src
+            .split_inclusive('\n')
+            .take(line - 1)
+            .map(str::len)
+            .sum::<usize>();
+        let in_line = src[offset.min(src.len())..]
+            .char_indices()
+            .nth(col.saturating_sub(1))
+            .map_or(0, |(b, _)| b);
+        Self::at(file, src, offset + in_line, message)
+    }
+
     /// An error without a position inside the text.
     pub fn whole_file(file: &str, message: impl Into<String>) -> Self {
         HloError {

@@ -160,6 +160,10 @@ fn parse_module_with(
     }
     m.entry = entry.unwrap_or(m.computations.len() - 1);
     m.name = name.unwrap_or_else(|| format!("module_{}", m.computations[m.entry].name));
+    // The rules every front end shares (shapes' sizes, call nesting): crate::ir::check.
+    crate::ir::check_module(&m).map_err(|e| {
+        HloError::at_line_col(file, src, e.line as usize, e.col as usize, e.message)
+    })?;
     Ok(m)
 }
 

@@ -135,7 +135,7 @@ impl ArrayShape {
         let mut count = padded.iter().fold(1u64, |a, &d| a.saturating_mul(d as u64));
         if layout.tail_padding_alignment > 0 {
             let a = layout.tail_padding_alignment as u64;
-            count = count.div_ceil(a) * a;
+            count = count.div_ceil(a).saturating_mul(a);
         }
         if layout.element_size_in_bits > 0 {
             (count.saturating_mul(layout.element_size_in_bits as u64)).div_ceil(8)

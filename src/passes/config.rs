@@ -235,18 +235,25 @@ impl CompilationConfig {
         })
     }
 
-    /// Read a `.json` or `.toml` file (other extensions: JSON if it starts with `{`).
+    /// Read a `.json` or `.toml` file (any other extension is an error, as is a file
+    /// past [`crate::limits::CONFIG_FILE_BYTES`]).
     pub fn from_path(path: &Path) -> Result<Self, CompileError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| CompileError::ConfigSyntax {
+        let fail = |message: String| CompileError::ConfigSyntax {
             source_name: name.clone(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
         let is_toml = match path.extension().and_then(|e| e.to_str()) {
             Some("toml") => true,
             Some("json") => false,
-            _ => !text.trim_start().starts_with('{'),
+            _ => {
+                return Err(fail(
+                    "a configuration file must end in .json or .toml".into(),
+                ))
+            }
         };
+        let text = crate::limits::read_text(path, crate::limits::CONFIG_FILE_BYTES)
+            .map_err(|e| fail(e.to_string()))?;
         let r = if is_toml {
             Self::from_toml_str(&text)
         } else {
@@ -691,11 +698,17 @@ pub fn resolve<'m>(
         let ctx = || format!("fusion override {} -> {}", o.producer, o.consumer);
         let p = resolve_node(m, t, names, &o.producer, &ctx)?;
         let c = resolve_node(m, t, names, &o.consumer, &ctx)?;
+        // One override per edge: a second one (contradicting or not) is an error, as a
+        // second layout or tile entry is.
+        if out.no_fuse.contains(&(p, c)) || out.force_fuse.contains(&(p, c)) {
+            return Err(CompileError::DuplicateFusionOverride {
+                producer: node_name(m, t, p),
+                consumer: node_name(m, t, c),
+            });
+        }
         if o.fuse {
-            out.no_fuse.remove(&(p, c));
             out.force_fuse.insert((p, c));
         } else {
-            out.force_fuse.remove(&(p, c));
             out.no_fuse.insert((p, c));
         }
     }

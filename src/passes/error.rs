@@ -85,6 +85,11 @@ pub enum CompileError {
     #[error("tile config for kernel {kernel} is given twice")]
     DuplicateTile { kernel: String },
 
+    /// Two fusion overrides for one producer → consumer edge (e.g. `fuse = false` and
+    /// `fuse = true`).
+    #[error("fusion override {producer} -> {consumer} is given twice")]
+    DuplicateFusionOverride { producer: String, consumer: String },
+
     /// The input module is malformed in a way the passes cannot handle.
     #[error("module '{module}': {message}")]
     BadModule { module: String, message: String },

@@ -127,7 +127,7 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
         }
         None => None,
     };
-    Ok(Module {
+    let m = Module {
         name: v.name.to_string(),
         attrs: ModuleAttrs {
             entry_computation_layout,
@@ -137,7 +137,17 @@ pub fn module_from_view(v: &ModuleView<'_>) -> Result<Module> {
         stack_frames: None,
         computations,
         entry,
-    })
+    };
+    // The rules the text front end applies too (shapes' sizes, call nesting and cycles).
+    check_module(&m).map_err(|e| {
+        let context = match &e.instruction {
+            Some(i) => format!("computation `{}`, instruction `{i}`", e.computation),
+            None if e.computation.is_empty() => "host_program_shape".to_string(),
+            None => format!("computation `{}`", e.computation),
+        };
+        ProtoError::invalid(context, e.message)
+    })?;
+    Ok(m)
 }
 
 fn computation<'a>(

@@ -96,13 +96,24 @@ pub enum TargetError {
     #[error("unknown TPU preset `{0}` (known: v2, v3, v4, v5e, v5p, v6e)")]
     UnknownPreset(String),
     /// The file could not be read.
-    #[error("cannot read target file {path}: {source}")]
+    #[error("cannot read target file {path}: {err}")]
     Io {
         /// Path of the file.
         path: String,
-        /// Underlying error.
-        source: std::io::Error,
+        /// Underlying error (shown in the message, so not a `source`).
+        err: std::io::Error,
     },
+    /// An error in the named target file.
+    #[error("{path}: {err}")]
+    InFile {
+        /// Path of the file.
+        path: String,
+        /// What is wrong in it.
+        err: Box<TargetError>,
+    },
+    /// The file name ends in neither `.json` nor `.toml`.
+    #[error("{0}: a target file must end in .json or .toml")]
+    Extension(String),
     /// The file is not valid JSON/TOML or does not match the schema.
     #[error("cannot parse target description: {0}")]
     Parse(String),
@@ -141,6 +152,47 @@ pub const HBM_HALF_BYTES: f64 = 16.0 * 1024.0;
 /// to the Pallas 128³-block rows; see docs). Other generations use the same
 /// cycle count at their own clock.
 pub const GRID_STEP_OVERHEAD_CYCLES: f64 = 315.0;
+
+/// A number for messages: an integer as such (up to 10^13), else in e-notation.
+fn num(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e13 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// The range `[min, max]` of every numeric target field that [`TpuTarget::validate`]
+/// accepts (documented in `docs/cost-model.md`, "Target files"). Every preset lies well
+/// inside; the bounds keep a target physical (a scoped VMEM limit under 1 MiB leaves
+/// most kernels no tile that fits) and every runtime derived from it finite.
+pub const FIELD_RANGES: &[(&str, f64, f64)] = &[
+    ("cores_per_chip", 1.0, 8.0),
+    ("mxus_per_core", 1.0, 16.0),
+    ("mxu_size", 8.0, 1024.0),
+    ("clock_hz", 1e8, 1e10),
+    ("peak_bf16_flops", 1e11, 1e17),
+    ("peak_int8_ops", 1e11, 1e17),
+    ("hbm_bandwidth", 1e9, 1e14),
+    (
+        "hbm_capacity_bytes",
+        (256 * MIB) as f64,
+        (16384 * GIB) as f64,
+    ),
+    ("vmem_bytes", MIB as f64, (4 * GIB) as f64),
+    ("vmem_limit_bytes", MIB as f64, (4 * GIB) as f64),
+    ("sublanes", 1.0, 128.0),
+    ("lanes", 8.0, 1024.0),
+    ("alus_per_lane", 1.0, 16.0),
+    ("vpu_medium_cycles", 1e-3, 1e4),
+    ("vpu_expensive_ops", 1e-3, 1e4),
+    ("sublane_reduce_ops", 0.0, 1e4),
+    ("xlu_lane_reduce_cycles", 0.0, 1e4),
+    ("xlu_transpose_cycles", 0.0, 1e4),
+    ("grid_step_overhead_ns", 0.0, 1e9),
+    ("kernel_launch_overhead_ns", 0.0, 1e9),
+    ("host_dispatch_overhead_ns", 0.0, 1e9),
+];
 
 #[allow(clippy::too_many_arguments)]
 fn preset(
@@ -331,18 +383,24 @@ impl TpuTarget {
         Self::from_value(v)
     }
 
-    /// Loads a `.json` or `.toml` file (decided by extension; other
-    /// extensions are tried as JSON, then TOML).
+    /// Loads a `.json` or `.toml` file (decided by extension; any other extension is
+    /// an error, as is a file past [`crate::limits::CONFIG_FILE_BYTES`]).
     pub fn from_file(path: &Path) -> Result<Self, TargetError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TargetError::Io {
+        let io = |err| TargetError::Io {
             path: path.display().to_string(),
-            source: e,
-        })?;
-        match path.extension().and_then(|e| e.to_str()) {
-            Some("toml") => Self::from_toml_str(&text),
-            Some("json") => Self::from_json_str(&text),
-            _ => Self::from_json_str(&text).or_else(|_| Self::from_toml_str(&text)),
-        }
+            err,
+        };
+        let parse: fn(&str) -> Result<Self, TargetError> =
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("toml") => Self::from_toml_str,
+                Some("json") => Self::from_json_str,
+                _ => return Err(TargetError::Extension(path.display().to_string())),
+            };
+        let text = crate::limits::read_text(path, crate::limits::CONFIG_FILE_BYTES).map_err(io)?;
+        parse(&text).map_err(|e| TargetError::InFile {
+            path: path.display().to_string(),
+            err: Box::new(e),
+        })
     }
 
     /// Serialises to pretty JSON.
@@ -388,47 +446,20 @@ impl TpuTarget {
         Ok(t)
     }
 
-    /// Checks that every field is physically meaningful.
+    /// Checks that every field is physically meaningful: each lies in its range of
+    /// [`FIELD_RANGES`] (every real TPU well inside, none so far out that a runtime
+    /// derived from it stops being a plain finite number), and the scoped VMEM limit is
+    /// at most the physical VMEM.
     pub fn validate(&self) -> Result<(), TargetError> {
-        fn pos(field: &'static str, x: f64) -> Result<(), TargetError> {
-            if x.is_finite() && x > 0.0 {
-                Ok(())
-            } else {
-                Err(TargetError::Invalid {
+        for &(field, lo, hi) in FIELD_RANGES {
+            let x = self.field_value(field);
+            if !(x.is_finite() && x >= lo && x <= hi) {
+                return Err(TargetError::Invalid {
                     field,
-                    reason: format!("must be a positive finite number, got {x}"),
-                })
+                    reason: format!("must lie in [{}, {}], got {}", num(lo), num(hi), num(x)),
+                });
             }
         }
-        fn nonneg(field: &'static str, x: f64) -> Result<(), TargetError> {
-            if x.is_finite() && x >= 0.0 {
-                Ok(())
-            } else {
-                Err(TargetError::Invalid {
-                    field,
-                    reason: format!("must be a finite number ≥ 0, got {x}"),
-                })
-            }
-        }
-        fn posi(field: &'static str, x: u64) -> Result<(), TargetError> {
-            if x > 0 {
-                Ok(())
-            } else {
-                Err(TargetError::Invalid {
-                    field,
-                    reason: "must be > 0".into(),
-                })
-            }
-        }
-        posi("cores_per_chip", self.cores_per_chip.into())?;
-        posi("mxus_per_core", self.mxus_per_core.into())?;
-        posi("mxu_size", self.mxu_size.into())?;
-        posi("sublanes", self.sublanes.into())?;
-        posi("lanes", self.lanes.into())?;
-        posi("alus_per_lane", self.alus_per_lane.into())?;
-        posi("hbm_capacity_bytes", self.hbm_capacity_bytes)?;
-        posi("vmem_bytes", self.vmem_bytes)?;
-        posi("vmem_limit_bytes", self.vmem_limit_bytes)?;
         if self.vmem_limit_bytes > self.vmem_bytes {
             return Err(TargetError::Invalid {
                 field: "vmem_limit_bytes",
@@ -438,18 +469,6 @@ impl TpuTarget {
                 ),
             });
         }
-        pos("clock_hz", self.clock_hz)?;
-        pos("peak_bf16_flops", self.peak_bf16_flops)?;
-        pos("peak_int8_ops", self.peak_int8_ops)?;
-        pos("hbm_bandwidth", self.hbm_bandwidth)?;
-        pos("vpu_medium_cycles", self.vpu_medium_cycles)?;
-        pos("vpu_expensive_ops", self.vpu_expensive_ops)?;
-        nonneg("sublane_reduce_ops", self.sublane_reduce_ops)?;
-        nonneg("xlu_lane_reduce_cycles", self.xlu_lane_reduce_cycles)?;
-        nonneg("xlu_transpose_cycles", self.xlu_transpose_cycles)?;
-        nonneg("grid_step_overhead_ns", self.grid_step_overhead_ns)?;
-        nonneg("kernel_launch_overhead_ns", self.kernel_launch_overhead_ns)?;
-        nonneg("host_dispatch_overhead_ns", self.host_dispatch_overhead_ns)?;
         if self.hbm_efficiency.is_empty() {
             return Err(TargetError::Invalid {
                 field: "hbm_efficiency",
@@ -464,15 +483,49 @@ impl TpuTarget {
                     reason: "points must have strictly increasing bytes > 0".into(),
                 });
             }
-            if !(p.efficiency.is_finite() && p.efficiency > 0.0 && p.efficiency <= 1.0) {
+            if !(p.efficiency.is_finite() && p.efficiency >= 1e-3 && p.efficiency <= 1.0) {
                 return Err(TargetError::Invalid {
                     field: "hbm_efficiency",
-                    reason: format!("efficiency {} not in (0, 1]", p.efficiency),
+                    reason: format!("efficiency {} not in [0.001, 1]", p.efficiency),
+                });
+            }
+            if p.bytes > 1 << 50 {
+                return Err(TargetError::Invalid {
+                    field: "hbm_efficiency",
+                    reason: format!("a point at {} bytes is past 2^50", p.bytes),
                 });
             }
             prev = p.bytes;
         }
         Ok(())
+    }
+
+    /// A numeric field by name (those of [`FIELD_RANGES`]), as a float.
+    fn field_value(&self, field: &str) -> f64 {
+        match field {
+            "cores_per_chip" => self.cores_per_chip.into(),
+            "mxus_per_core" => self.mxus_per_core.into(),
+            "mxu_size" => self.mxu_size.into(),
+            "clock_hz" => self.clock_hz,
+            "peak_bf16_flops" => self.peak_bf16_flops,
+            "peak_int8_ops" => self.peak_int8_ops,
+            "hbm_bandwidth" => self.hbm_bandwidth,
+            "hbm_capacity_bytes" => self.hbm_capacity_bytes as f64,
+            "vmem_bytes" => self.vmem_bytes as f64,
+            "vmem_limit_bytes" => self.vmem_limit_bytes as f64,
+            "sublanes" => self.sublanes.into(),
+            "lanes" => self.lanes.into(),
+            "alus_per_lane" => self.alus_per_lane.into(),
+            "vpu_medium_cycles" => self.vpu_medium_cycles,
+            "vpu_expensive_ops" => self.vpu_expensive_ops,
+            "sublane_reduce_ops" => self.sublane_reduce_ops,
+            "xlu_lane_reduce_cycles" => self.xlu_lane_reduce_cycles,
+            "xlu_transpose_cycles" => self.xlu_transpose_cycles,
+            "grid_step_overhead_ns" => self.grid_step_overhead_ns,
+            "kernel_launch_overhead_ns" => self.kernel_launch_overhead_ns,
+            "host_dispatch_overhead_ns" => self.host_dispatch_overhead_ns,
+            _ => f64::NAN,
+        }
     }
 
     /// Cores that one kernel runs on (2 for megacore, else 1).
