@@ -170,7 +170,7 @@ pub struct CallSite {
     /// `body`, `condition` or `branch N`.
     pub role: String,
     /// Known trip count of the while loop (`body` and `condition`; the condition runs
-    /// once more), if the loop has the canonical counted form.
+    /// once more): [`crate::analysis::while_loop::known_trip_count`] of the input loop.
     pub trip_count: Option<u64>,
 }
 
