@@ -18,5 +18,6 @@ pub mod passes;
 pub mod progress;
 pub mod proto;
 pub mod report;
+pub mod rng;
 pub mod sweep;
 pub mod tpu;

@@ -41,7 +41,8 @@ use crate::ir::{Dims, Module};
 use crate::kernels::lower_kernel_full;
 use crate::passes::{compile, CompilationConfig, PreparedModule};
 use crate::progress::{Progress, ProgressMode};
-use crate::tpu::{default_tile, estimate, sample_tiles, SplitMix64, TileConfig, TpuTarget};
+use crate::rng::SplitMix64;
+use crate::tpu::{default_tile, estimate, sample_tiles, TileConfig, TpuTarget};
 
 /// Layout search mode, as in TpuGraphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
