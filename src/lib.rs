@@ -7,6 +7,7 @@
 //! `dataset` / `eval` / `sweep` / `report`.
 
 pub mod analysis;
+pub mod atomic;
 pub mod cli;
 pub mod dataset;
 pub mod eval;

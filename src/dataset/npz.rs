@@ -20,10 +20,10 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -799,8 +799,6 @@ const ZIP64_MEMBER_THRESHOLD: u64 = u32::MAX as u64;
 /// Elements converted per write call when streaming.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// Writes an `.npz` archive atomically: data go to a hidden temporary file
 /// in the destination folder, [`NpzWriter::finish`] syncs and renames it.
 /// Dropping an unfinished writer deletes the temporary file.
@@ -812,7 +810,8 @@ pub struct NpzWriter {
     zip: Option<ZipWriter<Sink>>,
     /// Shared with the [`Sink`]: set when the archive is abandoned.
     discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    tmp_path: PathBuf,
+    /// The temporary file (None once renamed into place).
+    out: Option<crate::atomic::AtomicFile>,
     final_path: PathBuf,
     compression: Compression,
     names: BTreeSet<String>,
@@ -827,7 +826,7 @@ impl fmt::Debug for NpzWriter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NpzWriter")
             .field("final_path", &self.final_path)
-            .field("tmp_path", &self.tmp_path)
+            .field("out", &self.out)
             .field("compression", &self.compression)
             .field("members", &self.names)
             .finish()
@@ -843,30 +842,16 @@ impl NpzWriter {
     /// Starts an archive with the given member compression.
     pub fn create_with(path: impl AsRef<Path>, compression: Compression) -> Result<Self> {
         let final_path = path.as_ref().to_path_buf();
-        let file_name = final_path
-            .file_name()
-            .ok_or_else(|| NpzError::Writer {
-                path: final_path.clone(),
-                reason: "output path has no file name".into(),
-            })?
-            .to_string_lossy()
-            .into_owned();
-        let dir = match final_path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp_path = dir.join(format!(".{file_name}.{}.{n}.tmp", std::process::id()));
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .map_err(|err| NpzError::Io {
-                path: tmp_path.clone(),
-                op: "create temporary file",
-                err,
-            })?;
+        let out = crate::atomic::AtomicFile::create(&final_path).map_err(|err| NpzError::Io {
+            path: final_path.clone(),
+            op: "create temporary file",
+            err,
+        })?;
+        let file = out.file_handle().map_err(|err| NpzError::Io {
+            path: final_path.clone(),
+            op: "create temporary file",
+            err,
+        })?;
         let discard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let zip = ZipWriter::new(Sink::new(
             BufWriter::with_capacity(1 << 20, file),
@@ -875,7 +860,7 @@ impl NpzWriter {
         Ok(NpzWriter {
             zip: Some(zip),
             discard,
-            tmp_path,
+            out: Some(out),
             final_path,
             compression,
             names: BTreeSet::new(),
@@ -1069,7 +1054,11 @@ impl NpzWriter {
     /// every violation.
     pub fn finish_valid(mut self) -> Result<PathBuf> {
         self.seal()?;
-        let summary = summarize_npz(&self.tmp_path)?;
+        let tmp = match &self.out {
+            Some(o) => o.temporary_path().to_path_buf(),
+            None => return Err(self.usage("writer already finished")),
+        };
+        let summary = summarize_npz(&tmp)?;
         if !summary.violations.is_empty() {
             return Err(self.usage(format!(
                 "the written file breaks the TpuGraphs schema, so it was not kept: {}",
@@ -1096,35 +1085,26 @@ impl NpzWriter {
     }
 
     fn rename_into_place(mut self) -> Result<PathBuf> {
-        fs::rename(&self.tmp_path, &self.final_path).map_err(|err| NpzError::Io {
+        let Some(out) = self.out.take() else {
+            return Err(self.usage("writer already finished"));
+        };
+        out.commit().map_err(|err| NpzError::Io {
             path: self.final_path.clone(),
             op: "rename temporary file into place",
             err,
         })?;
-        // Best effort: make the rename durable.
-        if let Some(dir) = self.final_path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        self.tmp_path = PathBuf::new();
         Ok(self.final_path.clone())
     }
 }
 
 impl Drop for NpzWriter {
     fn drop(&mut self) {
-        if !self.tmp_path.as_os_str().is_empty() {
+        if self.out.is_some() {
             // ZipWriter's own Drop finalises the archive (and prints any error of
-            // that): into a sink that now discards, since the file goes away.
+            // that): into a sink that now discards, since the file goes away with
+            // `out`.
             self.discard.store(true, Ordering::Relaxed);
             drop(self.zip.take());
-            let _ = fs::remove_file(&self.tmp_path);
         }
     }
 }
