@@ -570,7 +570,7 @@ fn kernel_list_and_estimate_agree_on_trip_counts() {
             .kernels
             .iter()
             .filter_map(|k| k.call_site.as_ref())
-            .filter(|s| s.role == "body")
+            .filter(|s| s.role == tpusim::passes::SiteRole::Body)
             .collect();
         assert!(!sites.is_empty());
         assert!(sites.iter().all(|s| s.trip_count == want), "{sites:?}");

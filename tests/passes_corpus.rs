@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::ir::{CallRole, Module, Opcode};
-use tpusim::passes::{compile, compile_kernels, verify::verify, CompilationConfig, KernelKind};
+use tpusim::passes::{
+    compile, compile_kernels, verify::verify, CompilationConfig, KernelKind, SiteRole,
+};
 
 /// The corpus modules, or `None` after printing why `test` skips.
 fn corpus(test: &str) -> Option<Vec<(String, Module)>> {
@@ -401,7 +403,7 @@ fn lstm_while_loop_kernels_carry_the_trip_count() {
     assert!(!in_loops.is_empty());
     for k in &in_loops {
         let s = k.call_site.as_ref().unwrap();
-        assert!(s.role == "body" || s.role == "condition");
+        assert!(matches!(s.role, SiteRole::Body | SiteRole::Condition));
         // The LSTM scans 32 time steps.
         assert_eq!(s.trip_count, Some(32), "{} in {}", k.name, s.instruction);
     }

@@ -389,7 +389,7 @@ ENTRY e {
     assert_eq!(
         (
             site.instruction.as_str(),
-            site.role.as_str(),
+            site.role.to_string().as_str(),
             site.trip_count
         ),
         ("loop", "body", Some(10))

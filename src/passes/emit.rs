@@ -13,7 +13,7 @@ use super::flat::{has_side_effect, numbered, CompKind, FComp, FNode, Flat, Namer
 use super::fusion::FusionPlan;
 use super::kernel::{
     BodyAttrs, BodyInstr, BodyNode, BodySpan, CallSite, Kernel, KernelBodies, KernelKind,
-    PhysicalShape,
+    PhysicalShape, SiteRole,
 };
 use super::layout::leaf_shapes;
 use super::tiling;
@@ -1161,8 +1161,10 @@ fn collect(
                         crate::analysis::while_loop::known_trip_count(m, m.comp(c), i)
                     })
                     .map(|(n, _)| n);
-                for (role, label) in [(CallRole::Condition, "condition"), (CallRole::Body, "body")]
-                {
+                for (role, label) in [
+                    (CallRole::Condition, SiteRole::Condition),
+                    (CallRole::Body, SiteRole::Body),
+                ] {
                     if let Some(f) = nd
                         .src
                         .and_then(|s| s.attrs.called_with(role))
@@ -1171,7 +1173,7 @@ fn collect(
                         let s = CallSite {
                             computation: cname.clone(),
                             instruction: nd.name().to_string(),
-                            role: label.to_string(),
+                            role: label,
                             trip_count: trip,
                         };
                         collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
@@ -1184,7 +1186,7 @@ fn collect(
                         let s = CallSite {
                             computation: cname.clone(),
                             instruction: nd.name().to_string(),
-                            role: format!("branch {k}"),
+                            role: SiteRole::Branch(k),
                             trip_count: None,
                         };
                         collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);

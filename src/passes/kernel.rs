@@ -152,6 +152,55 @@ impl KernelKind {
     }
 }
 
+/// What a called computation is to its caller; written `body`, `condition` or
+/// `branch N` (JSON included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum SiteRole {
+    /// The body of a `while`.
+    Body,
+    /// The condition of a `while` (runs once more than the body).
+    Condition,
+    /// Branch `N` of a `conditional`.
+    Branch(usize),
+}
+
+impl std::fmt::Display for SiteRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SiteRole::Body => f.write_str("body"),
+            SiteRole::Condition => f.write_str("condition"),
+            SiteRole::Branch(k) => write!(f, "branch {k}"),
+        }
+    }
+}
+
+impl From<SiteRole> for String {
+    fn from(r: SiteRole) -> String {
+        r.to_string()
+    }
+}
+
+/// A role that is none of `body`, `condition`, `branch N`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a call-site role (body, condition, branch N)")]
+pub struct BadSiteRole(pub String);
+
+impl TryFrom<String> for SiteRole {
+    type Error = BadSiteRole;
+    fn try_from(s: String) -> Result<Self, BadSiteRole> {
+        match s.as_str() {
+            "body" => Ok(SiteRole::Body),
+            "condition" => Ok(SiteRole::Condition),
+            _ => s
+                .strip_prefix("branch ")
+                .and_then(|k| k.parse().ok())
+                .map(SiteRole::Branch)
+                .ok_or(BadSiteRole(s)),
+        }
+    }
+}
+
 /// Where a non-entry computation is called from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallSite {
@@ -159,8 +208,7 @@ pub struct CallSite {
     pub computation: String,
     /// The `while` / `conditional` instruction.
     pub instruction: String,
-    /// `body`, `condition` or `branch N`.
-    pub role: String,
+    pub role: SiteRole,
     /// Known trip count of the while loop (`body` and `condition`; the condition runs
     /// once more): [`crate::analysis::while_loop::known_trip_count`] of the input loop.
     pub trip_count: Option<u64>,

@@ -28,7 +28,7 @@ pub use config::{
 pub use error::CompileError;
 pub use kernel::{
     BodyAttrs, BodyInstr, BodyNode, CallSite, Kernel, KernelBodies, KernelBody, KernelKind,
-    PhysicalShape,
+    PhysicalShape, SiteRole,
 };
 pub use layout::{complete_layout, written_minor_to_major, LayoutStats};
 
