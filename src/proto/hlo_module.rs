@@ -27,6 +27,7 @@
 //! computations are kept as `async-start(..), calls=` instead of being folded
 //! into the `X-start` sugar the text printer uses.
 
+use super::instr_fields as F;
 use std::collections::{HashMap, HashSet};
 
 use indexmap::IndexMap;
@@ -624,7 +625,7 @@ fn fill_instruction(
         O::Parameter => a.parameter_number = Some(i.parameter_number),
         O::GetTupleElement => a.tuple_index = Some(i.tuple_index),
         O::Constant => {
-            a.literal = Some(match i.message::<xla::LiteralProto>(8)? {
+            a.literal = Some(match i.message::<xla::LiteralProto>(F::LITERAL)? {
                 Some(lit) => literal_text(&lit, shp).map_err(|m| bad(ctx, m))?,
                 None => "{...}".to_string(),
             })
@@ -648,7 +649,7 @@ fn fill_instruction(
     }
 
     // Window (convolution, reduce-window, select-and-scatter, custom-call).
-    if let Some(w) = i.message::<xla::Window>(15)? {
+    if let Some(w) = i.message::<xla::Window>(F::WINDOW)? {
         if !w.dimensions.is_empty() {
             a.window = Some(Box::new(Window {
                 dims: w
@@ -675,7 +676,9 @@ fn fill_instruction(
             }));
         }
     }
-    if let Some(c) = i.message::<xla::ConvolutionDimensionNumbers>(16)? {
+    if let Some(c) =
+        i.message::<xla::ConvolutionDimensionNumbers>(F::CONVOLUTION_DIMENSION_NUMBERS)?
+    {
         a.conv_dims = Some(Box::new(ConvDims {
             input_batch: c.input_batch_dimension,
             input_feature: c.input_feature_dimension,
@@ -694,7 +697,7 @@ fn fill_instruction(
         }));
     }
     if opcode == O::Slice {
-        let s = i.messages::<xla::hlo_instruction_proto::SliceDimensions>(17)?;
+        let s = i.messages::<xla::hlo_instruction_proto::SliceDimensions>(F::SLICE_DIMENSIONS)?;
         a.slice = Some(
             s.iter()
                 .map(|d| SliceDim {
@@ -706,14 +709,16 @@ fn fill_instruction(
         );
     }
     if opcode == O::ReducePrecision {
-        a.exponent_bits = Some(i.int(18)?);
-        a.mantissa_bits = Some(i.int(19)?);
+        a.exponent_bits = Some(i.int(F::EXPONENT_BITS)?);
+        a.mantissa_bits = Some(i.int(F::MANTISSA_BITS)?);
     }
     if opcode == O::DynamicSlice {
-        a.dynamic_slice_sizes = Some(i.ints(20)?.into_boxed_slice());
+        a.dynamic_slice_sizes = Some(i.ints(F::DYNAMIC_SLICE_SIZES)?.into_boxed_slice());
     }
     if opcode == O::Pad {
-        let p = i.message::<xla::PaddingConfig>(21)?.unwrap_or_default();
+        let p = i
+            .message::<xla::PaddingConfig>(F::PADDING_CONFIG)?
+            .unwrap_or_default();
         a.padding = Some(
             p.dimensions
                 .iter()
@@ -727,7 +732,7 @@ fn fill_instruction(
     }
     if opcode == O::Rng {
         a.distribution = Some(
-            match i.int(23)? {
+            match i.int(F::DISTRIBUTION)? {
                 1 => "rng_uniform",
                 2 => "rng_normal",
                 _ => "rng_invalid",
@@ -739,17 +744,17 @@ fn fill_instruction(
         opcode,
         O::BatchNormTraining | O::BatchNormInference | O::BatchNormGrad
     ) {
-        a.epsilon = Some(i.float(24)?);
-        a.feature_index = Some(i.int(25)?);
+        a.epsilon = Some(i.float(F::EPSILON)?);
+        a.feature_index = Some(i.int(F::FEATURE_INDEX)?);
     }
-    let channel_id = i.int(26)?;
+    let channel_id = i.int(F::CHANNEL_ID)?;
     if channel_id > 0 {
         a.channel_id = Some(channel_id);
     }
     if opcode == O::CustomCall {
-        a.custom_call_target = Some(i.string(28)?.to_string());
+        a.custom_call_target = Some(i.string(F::CUSTOM_CALL_TARGET)?.to_string());
     }
-    if let Some(d) = i.message::<xla::DotDimensionNumbers>(30)? {
+    if let Some(d) = i.message::<xla::DotDimensionNumbers>(F::DOT_DIMENSION_NUMBERS)? {
         let dd = DotDims {
             lhs_batch: dims(&d.lhs_batch_dimensions),
             lhs_contracting: dims(&d.lhs_contracting_dimensions),
@@ -766,7 +771,7 @@ fn fill_instruction(
     }
     if opcode == O::Fft {
         a.fft_type = Some(
-            match i.int(31)? {
+            match i.int(F::FFT_TYPE)? {
                 0 => "FFT",
                 1 => "IFFT",
                 2 => "RFFT",
@@ -775,7 +780,7 @@ fn fill_instruction(
             }
             .to_string(),
         );
-        a.fft_length = Some(i.ints(32)?.into_boxed_slice());
+        a.fft_length = Some(i.ints(F::FFT_LENGTH)?.into_boxed_slice());
     }
     if opcode == O::Gather {
         let g = i
@@ -788,7 +793,7 @@ fn fill_instruction(
             index_vector_dim: g.index_vector_dim,
             operand_batching_dims: dims(&g.operand_batching_dims),
             start_indices_batching_dims: dims(&g.start_indices_batching_dims),
-            slice_sizes: dims(&i.ints(34)?),
+            slice_sizes: dims(&i.ints(F::GATHER_SLICE_SIZES)?),
         }));
     }
     if opcode == O::Scatter {
@@ -805,42 +810,42 @@ fn fill_instruction(
         }));
     }
     if matches!(opcode, O::Convolution | O::CustomCall) {
-        let f = i.int(50)?;
+        let f = i.int(F::FEATURE_GROUP_COUNT)?;
         if f != 0 && f != 1 {
             a.feature_group_count = Some(f);
         }
-        let b = i.int(58)?;
+        let b = i.int(F::BATCH_GROUP_COUNT)?;
         if b != 0 && b != 1 {
             a.batch_group_count = Some(b);
         }
     }
-    if i.flag(60)? {
+    if i.flag(F::IS_STABLE)? {
         a.is_stable = Some(true);
     }
     if opcode == O::Compare {
-        let dir = i.string(63)?;
+        let dir = i.string(F::COMPARISON_DIRECTION)?;
         a.comparison = Some(
             Comparison::from_name(dir)
                 .ok_or_else(|| bad(ctx, format!("unknown comparison direction '{dir}'")))?,
         );
-        let t = i.string(72)?;
+        let t = i.string(F::COMPARISON_TYPE)?;
         let default = operand_type(0).map_or("FLOAT", default_comparison_type);
         if !t.is_empty() && t != default {
             a.comparison_type = Some(t.to_string());
         }
     }
-    if i.flag(67)? {
+    if i.flag(F::INDICES_ARE_SORTED)? {
         a.indices_are_sorted = Some(true);
     }
-    if i.flag(69)? {
+    if i.flag(F::UNIQUE_INDICES)? {
         a.unique_indices = Some(true);
     }
     if opcode == O::TopK {
-        a.k = Some(i.int(81)?);
-        a.largest = Some(i.flag(85)?);
+        a.k = Some(i.int(F::K)?);
+        a.largest = Some(i.flag(F::LARGEST)?);
     }
     if opcode == O::Fusion {
-        let k = i.string(11)?;
+        let k = i.string(F::FUSION_KIND)?;
         a.fusion_kind = Some(
             FusionKind::from_name(k)
                 .ok_or_else(|| bad(ctx, format!("unknown fusion kind '{k}'")))?,
@@ -902,13 +907,13 @@ fn fill_instruction(
 
     other_attrs(i, opcode, a)?;
 
-    if let Some(m) = i.message::<xla::OpMetadata>(7)? {
+    if let Some(m) = i.message::<xla::OpMetadata>(F::METADATA)? {
         let t = metadata_text(&m);
         if t != "{}" {
             a.metadata = Some(t);
         }
     }
-    if let Some(f) = i.message::<xla::FrontendAttributes>(68)? {
+    if let Some(f) = i.message::<xla::FrontendAttributes>(F::FRONTEND_ATTRIBUTES)? {
         if !f.map.is_empty() {
             let items: Vec<String> = f
                 .map
@@ -918,7 +923,7 @@ fn fill_instruction(
             a.frontend_attributes = Some(format!("{{{}}}", items.join(",")));
         }
     }
-    let bc = i.bytes(43)?;
+    let bc = i.bytes(F::BACKEND_CONFIG)?;
     if !bc.is_empty() {
         a.backend_config = Some(match std::str::from_utf8(bc) {
             Ok(s) if s.trim_start().starts_with('{') => s.to_string(),
@@ -958,12 +963,16 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
     }
     let mut push = |k: &str, v: String| a.other.push((k.to_string(), v));
     // replica groups: legacy list (49), explicit list (87) or iota form (92)
-    let groups = i.messages::<xla::ReplicaGroup>(49)?;
+    let groups = i.messages::<xla::ReplicaGroup>(F::REPLICA_GROUPS)?;
     if !groups.is_empty() {
         push("replica_groups", groups_text(&groups));
-    } else if let Some(l) = i.message::<xla::CollectiveDeviceListProto>(87)? {
+    } else if let Some(l) =
+        i.message::<xla::CollectiveDeviceListProto>(F::COLLECTIVE_DEVICE_LIST)?
+    {
         push("replica_groups", groups_text(&l.replica_groups));
-    } else if let Some(g) = i.message::<xla::IotaReplicaGroupListProto>(92)? {
+    } else if let Some(g) =
+        i.message::<xla::IotaReplicaGroupListProto>(F::IOTA_COLLECTIVE_DEVICE_LIST)?
+    {
         let mut s = format!(
             "[{},{}]<={}",
             g.num_replica_groups,
@@ -985,13 +994,13 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
         }
         push("replica_groups", s);
     }
-    if i.flag(56)? {
+    if i.flag(F::CONSTRAIN_LAYOUT)? {
         push("constrain_layout", "true".into());
     }
-    if i.flag(71)? {
+    if i.flag(F::USE_GLOBAL_DEVICE_IDS)? {
         push("use_global_device_ids", "true".into());
     }
-    let pairs = i.messages::<xla::SourceTarget>(52)?;
+    let pairs = i.messages::<xla::SourceTarget>(F::SOURCE_TARGET_PAIRS)?;
     if !pairs.is_empty() || matches!(opcode, O::CollectivePermute | O::CollectivePermuteStart) {
         let v: Vec<String> = pairs
             .iter()
@@ -999,7 +1008,7 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
             .collect();
         push("source_target_pairs", format!("{{{}}}", v.join(",")));
     }
-    if let Some(p) = i.message::<xla::PrecisionConfig>(51)? {
+    if let Some(p) = i.message::<xla::PrecisionConfig>(F::PRECISION_CONFIG)? {
         if p.operand_precision.iter().any(|&x| x != 0) {
             let v: Vec<&str> = p
                 .operand_precision
@@ -1014,10 +1023,10 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
         }
     }
     if opcode == O::CustomCall {
-        if i.flag(65)? {
+        if i.flag(F::CUSTOM_CALL_HAS_SIDE_EFFECT)? {
             push("custom_call_has_side_effect", "true".into());
         }
-        let aliasing = i.messages::<xla::OutputOperandAliasing>(74)?;
+        let aliasing = i.messages::<xla::OutputOperandAliasing>(F::OUTPUT_OPERAND_ALIASING)?;
         if !aliasing.is_empty() {
             let v: Vec<String> = aliasing
                 .iter()
@@ -1035,23 +1044,23 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
                 format!("{{{}}}", v.join(", ")),
             );
         }
-        match i.int(76)? {
+        match i.int(F::CUSTOM_CALL_SCHEDULE)? {
             1 => push("schedule", "SCHEDULE_LATEST".into()),
             2 => push("schedule", "SCHEDULE_EARLIEST".into()),
             _ => {}
         }
-        match i.int(77)? {
+        match i.int(F::CUSTOM_CALL_API_VERSION)? {
             2 => push("api_version", "API_VERSION_STATUS_RETURNING".into()),
             3 => push("api_version", "API_VERSION_STATUS_RETURNING_UNIFIED".into()),
             4 => push("api_version", "API_VERSION_TYPED_FFI".into()),
             _ => {}
         }
     }
-    if i.flag(47)? {
+    if i.flag(F::IS_HOST_TRANSFER)? {
         push("is_host_transfer", "true".into());
     }
     if opcode == O::RngBitGenerator {
-        let v = match i.int(70)? {
+        let v = match i.int(F::RNG_ALGORITHM)? {
             1 => "rng_three_fry",
             2 => "rng_philox",
             _ => "rng_default",
@@ -1059,36 +1068,36 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
         push("algorithm", v.into());
     }
     if opcode == O::RngGetAndUpdateState {
-        push("delta", i.int(66)?.to_string());
+        push("delta", i.int(F::DELTA)?.to_string());
     }
-    let infeed = i.bytes(27)?;
+    let infeed = i.bytes(F::INFEED_CONFIG)?;
     if !infeed.is_empty() {
         push(
             "infeed_config",
             format!("\"{}\"", escape(&String::from_utf8_lossy(infeed))),
         );
     }
-    let outfeed = i.bytes(22)?;
+    let outfeed = i.bytes(F::OUTFEED_CONFIG)?;
     if !outfeed.is_empty() {
         push(
             "outfeed_config",
             format!("\"{}\"", escape(&String::from_utf8_lossy(outfeed))),
         );
     }
-    let thread = i.string(79)?;
+    let thread = i.string(F::ASYNC_EXECUTION_THREAD)?;
     if !thread.is_empty() && thread != "main" {
         push("async_execution_thread", format!("\"{}\"", escape(thread)));
     }
-    if i.flag(89)? {
+    if i.flag(F::IS_COMPOSITE)? {
         push("is_composite", "true".into());
     }
     if opcode == O::Scan {
-        push("num_carries", i.int(95)?.to_string());
-        if i.flag(94)? {
+        push("num_carries", i.int(F::NUM_CARRIES)?.to_string());
+        if i.flag(F::IS_REVERSE)? {
             push("is_reverse", "true".into());
         }
     }
-    if let Some(r) = i.message::<xla::RaggedDotDimensionNumbers>(90)? {
+    if let Some(r) = i.message::<xla::RaggedDotDimensionNumbers>(F::RAGGED_DOT_DIMENSION_NUMBERS)? {
         if let Some(d) = &r.dot_dimension_numbers {
             for (k, v) in [
                 ("lhs_batch_dims", &d.lhs_batch_dimensions),

@@ -10,6 +10,7 @@ pub mod detect;
 pub mod error;
 pub mod hlo_module;
 pub mod inspect;
+pub mod instr_fields;
 pub mod literal;
 pub mod to_proto;
 pub mod tuning;
