@@ -299,6 +299,32 @@ impl Attrs {
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     }
+
+    /// The highest `operand_precision` of a dot or convolution (`{default,high}` in
+    /// text, `PrecisionConfig` in a proto, which the proto reader writes the same way);
+    /// [`Precision::Default`] when absent.
+    pub fn operand_precision(&self) -> Precision {
+        let Some(text) = self.other("operand_precision") else {
+            return Precision::Default;
+        };
+        text.trim_matches(|c| c == '{' || c == '}')
+            .split(',')
+            .map(|p| match p.trim().to_ascii_lowercase().as_str() {
+                "highest" => Precision::Highest,
+                "high" => Precision::High,
+                _ => Precision::Default,
+            })
+            .max()
+            .unwrap_or(Precision::Default)
+    }
+}
+
+/// `PrecisionConfig.Precision` of an operand of a dot or convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Precision {
+    Default,
+    High,
+    Highest,
 }
 
 /// An instruction's attributes, shared copy-on-write.
@@ -371,6 +397,24 @@ impl<'de> Deserialize<'de> for SharedAttrs {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn operand_precision_is_the_highest_written() {
+        let with = |t: &str| Attrs {
+            other: vec![("operand_precision".into(), t.into())],
+            ..Default::default()
+        };
+        assert_eq!(Attrs::default().operand_precision(), Precision::Default);
+        assert_eq!(
+            with("{default,default}").operand_precision(),
+            Precision::Default
+        );
+        assert_eq!(with("{high,default}").operand_precision(), Precision::High);
+        assert_eq!(
+            with("{default,HIGHEST}").operand_precision(),
+            Precision::Highest
+        );
+    }
+
     use super::*;
 
     #[test]

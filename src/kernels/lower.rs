@@ -1240,18 +1240,10 @@ fn precision_of(r: &Region, hero: InstrId) -> MxuPrecision {
     if !(wide(a) || wide(b)) {
         return MxuPrecision::Bf16;
     }
-    let text = r
-        .ins(hero)
-        .attrs
-        .other("operand_precision")
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    if text.contains("highest") {
-        MxuPrecision::F32Highest
-    } else if text.contains("high") {
-        MxuPrecision::F32High
-    } else {
-        MxuPrecision::Bf16
+    match r.ins(hero).attrs.operand_precision() {
+        crate::ir::Precision::Highest => MxuPrecision::F32Highest,
+        crate::ir::Precision::High => MxuPrecision::F32High,
+        crate::ir::Precision::Default => MxuPrecision::Bf16,
     }
 }
 
