@@ -62,6 +62,29 @@ pub fn read_bytes(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     Ok(v)
 }
 
+/// The bytes of a module or tuning file (HLO text or a binary protobuf), at most
+/// [`MODULE_FILE_BYTES`]. A file whose first byte is below 0x08 is refused before
+/// more is read: that byte is a control character, so not HLO text, and as the first
+/// byte of a protobuf message it would be a tag of field number 0, which no message
+/// has. So an endless source of zeros (`/dev/zero`) is refused at once, not after
+/// 2 GiB.
+pub fn read_module_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut r = open(path, MODULE_FILE_BYTES)?;
+    let mut v = Vec::new();
+    (&mut r).take(1).read_to_end(&mut v)?;
+    if let Some(&b) = v.first().filter(|&&b| b < 0x08) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("neither HLO text nor a protobuf message (it starts with the byte 0x{b:02x})"),
+        ));
+    }
+    r.read_to_end(&mut v)?;
+    if v.len() as u64 > MODULE_FILE_BYTES {
+        return Err(too_large(MODULE_FILE_BYTES));
+    }
+    Ok(v)
+}
+
 /// The text of `path` (UTF-8), at most `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> std::io::Result<String> {
     String::from_utf8(read_bytes(path, limit)?).map_err(|e| {
@@ -93,5 +116,16 @@ mod tests {
             );
         }
         assert_eq!(size_text(MODULE_FILE_BYTES), "2 GiB");
+        if Path::new("/dev/zero").exists() {
+            let e = read_module_bytes(Path::new("/dev/zero")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "neither HLO text nor a protobuf message (it starts with the byte 0x00)"
+            );
+        }
+        std::fs::write(&f, "HloModule m").unwrap();
+        assert_eq!(read_module_bytes(&f).unwrap(), b"HloModule m");
+        std::fs::write(&f, b"").unwrap();
+        assert!(read_module_bytes(&f).unwrap().is_empty());
     }
 }

@@ -147,6 +147,16 @@ fn proto_reader_applies_the_shared_module_checks() {
         e.to_string(),
         "computation `f`, instruction `n`: computation 'f' calls itself"
     );
+    // Found by the long campaign: a module name text cannot hold ("jit__,ambda") was
+    // accepted, and its printed text did not parse.
+    let mut bad_name = good.clone();
+    bad_name.name = "jit__,ambda".into();
+    let e = tpusim::proto::modules_from_binary(&bad_name.encode_to_vec()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(r#"module name "jit__,ambda" is not an HLO name"#),
+        "{e}"
+    );
     // The binary front end: the same errors with the file named.
     let d = tempfile::tempdir().unwrap();
     let f = write(d.path(), "neg.pb", neg.encode_to_vec());
@@ -627,5 +637,24 @@ fn endless_inputs_are_refused() {
     fails(
         &["score", "--data", s(d.path()), "--predictions", s(&zc)],
         "zero.csv",
+    );
+    // A module file of zeros is refused at its first byte (not after 2 GiB).
+    let zm = d.path().join("zero.hlo");
+    std::os::unix::fs::symlink("/dev/zero", &zm).unwrap();
+    for cmd in ["parse", "estimate", "inspect"] {
+        fails(
+            &[cmd, s(&zm)],
+            "neither HLO text nor a protobuf message (it starts with the byte 0x00)",
+        );
+    }
+    fails(
+        &[
+            "estimate",
+            s(&zm),
+            "--runs",
+            "--out",
+            s(&d.path().join("r.csv")),
+        ],
+        "zero.hlo",
     );
 }

@@ -32,7 +32,7 @@ pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadE
 
 fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
     let file = path.display().to_string();
-    let bytes = crate::limits::read_bytes(path, crate::limits::MODULE_FILE_BYTES)
+    let bytes = crate::limits::read_module_bytes(path)
         .map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
     // Binary inputs (HloModuleProto, ModuleTuningData, TuningData) are recognised by
     // content, whatever the file is called.

@@ -70,7 +70,7 @@ pub fn inspect(a: InspectArgs) -> Result<i32> {
         }
         first = false;
         if !is_zip(f) {
-            match crate::limits::read_bytes(f, crate::limits::MODULE_FILE_BYTES)
+            match crate::limits::read_module_bytes(f)
                 .map_err(anyhow::Error::from)
                 .and_then(|b| crate::proto::inspect_bytes(&b).map_err(anyhow::Error::from))
             {

@@ -5,7 +5,7 @@
 //! * No array holds more than [`MAX_ARRAY_ELEMENTS`] elements or [`MAX_ARRAY_BYTES`]
 //!   bytes (tiled padding included): far beyond any TPU's memory, and small enough that
 //!   every size, flop count and runtime derived from it stays exact and finite.
-//! * Computation and instruction names are HLO names (what the text grammar reads), and
+//! * Module, computation and instruction names are HLO names (what the text grammar reads), and
 //!   an opcode of fixed arity has that many operands.
 //! * Computations do not call themselves, directly or through others, and calls nest at
 //!   most [`MAX_CALL_DEPTH`] deep (what every recursive walk of a module relies on).
@@ -131,6 +131,15 @@ fn not_a_name(what: &str, name: &str) -> String {
 /// violation, in module order.
 pub fn check_module(m: &Module) -> Result<(), CheckError> {
     let n = m.computations.len();
+    if !is_name(&m.name) {
+        return Err(CheckError {
+            computation: String::new(),
+            instruction: None,
+            line: 1,
+            col: 1,
+            message: not_a_name("module", &m.name),
+        });
+    }
     if let Some((params, result)) = &m.attrs.entry_computation_layout {
         for s in params.iter().chain(std::iter::once(result)) {
             check_shape(s).map_err(|e| CheckError {

@@ -283,13 +283,10 @@ pub fn read_tuning(bytes: &[u8]) -> Result<Tuning> {
 
 /// Reads a tuning file from disk (see [`read_tuning`]).
 pub fn read_tuning_file(path: &std::path::Path) -> Result<Tuning> {
-    let bytes =
-        crate::limits::read_bytes(path, crate::limits::MODULE_FILE_BYTES).map_err(|err| {
-            ProtoError::Io {
-                path: path.to_owned(),
-                err,
-            }
-        })?;
+    let bytes = crate::limits::read_module_bytes(path).map_err(|err| ProtoError::Io {
+        path: path.to_owned(),
+        err,
+    })?;
     read_tuning(&bytes).map_err(|e| ProtoError::InFile {
         path: path.to_owned(),
         err: Box::new(e),
