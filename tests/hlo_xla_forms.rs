@@ -318,7 +318,20 @@ ENTRY e {
   }
   c = call(a), to_apply={ p = f32[4] parameter(0)
     ROOT n = negate(p) }
-  ROOT t = tuple(r, c)
+  i = s32[] constant(1)
+  b = f32[4] conditional(i, a, c), branch_computations={{
+    p = f32[4] parameter(0)
+    ROOT n = f32[4] abs(p)
+  }, {
+    p = f32[4] parameter(0)
+    ROOT n = f32[4] sqrt(p)
+  }}
+  s = ((f32[4]), f32[4], s32[]) call-start(b), to_apply={
+    p = f32[4] parameter(0)
+    ROOT n = f32[4] exponential(p)
+  }
+  d = f32[4] call-done(s)
+  ROOT t = tuple(r, c, d)
 }
 "#;
 
@@ -326,7 +339,7 @@ ENTRY e {
 fn inline_bodies_become_computations_before_their_caller() {
     let (m, printed) = round_trip("inline.hlo", INLINE);
     let names: Vec<&str> = m.computations.keys().map(String::as_str).collect();
-    assert_eq!(names, ["_", "_.1", "e"]);
+    assert_eq!(names, ["_", "_.1", "_.2", "_.3", "_.4", "e"]);
     assert_eq!(m.entry().name, "e");
     let e = m.entry();
     let r = e.instr(e.find("r").unwrap());
@@ -340,6 +353,27 @@ fn inline_bodies_become_computations_before_their_caller() {
     assert_eq!(shape_of(e, "c"), "f32[4]{0}");
     assert_eq!(shape_of(comp(&m, "_.1"), "n"), "f32[4]{0}");
     assert!(printed.contains("to_apply=%_.1"), "{printed}");
+    // Inline bodies in a list, and for the op an async `call-start` wraps.
+    let b = e.instr(e.find("b").unwrap());
+    let branches: Vec<_> = b.attrs.called.iter().map(|&(_, id)| id).collect();
+    assert_eq!(branches, [2, 3]);
+    let root_op = |name: &str| {
+        let c = comp(&m, name);
+        c.instr(c.root).opcode
+    };
+    assert_eq!(root_op("_.2"), Opcode::Abs);
+    assert_eq!(root_op("_.3"), Opcode::Sqrt);
+    assert_eq!(root_op("_.4"), Opcode::Exp);
+    let s = e.instr(e.find("s").unwrap());
+    assert_eq!(
+        (s.opcode, s.async_wrapped),
+        (Opcode::AsyncStart, Some(Opcode::Call))
+    );
+    assert_eq!(s.attrs.called_with(CallRole::ToApply), Some(4));
+    assert!(
+        printed.contains("branch_computations={%_.2, %_.3}"),
+        "{printed}"
+    );
 }
 
 /// Modules XLA's parser rejects, and the start of our error for each.

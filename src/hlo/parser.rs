@@ -560,7 +560,7 @@ struct CompBuilder<'a> {
     shapes: ShapeMemo<'a>,
     /// Names the parser gave to nested operands (`negate.anon`), which are not slices
     /// of the text; usually empty.
-    anon: HashMap<String, InstrId>,
+    anon: HashMap<String, InstrId, foldhash::fast::FixedState>,
 }
 
 /// What reading an instruction may add beyond its computation: inline computation
@@ -616,7 +616,7 @@ impl<'a> CompBuilder<'a> {
             param_numbers: Vec::new(),
             pending_ctrl: Vec::new(),
             shapes: ShapeMemo::default(),
-            anon: HashMap::new(),
+            anon: HashMap::default(),
         }
     }
 }
@@ -1500,6 +1500,31 @@ impl<'a> Builder<'a> {
             attrs.called.push((role, id));
             return Ok(());
         }
+        if role.is_list() && value.starts_with('{') && value[1..].contains('{') {
+            // A list with inline bodies, `branch_computations={{...}, %b}`.
+            let elems = list_elements(value).ok_or_else(|| {
+                self.err_at(
+                    vat,
+                    "expected a list of computation names or '{...}' bodies",
+                )
+            })?;
+            for (off, e) in elems {
+                let id = if e.starts_with('{') {
+                    self.inline_body(e, vat + off, cb, cx)?
+                } else {
+                    let n = name_of_token(e)
+                        .ok_or_else(|| self.err_at(vat + off, "expected a computation name"))?;
+                    cx.comps.get_index_of(n).ok_or_else(|| {
+                        self.err_at(
+                            vat + off,
+                            format!("computation '{n}' is not defined (computations must be defined before use)"),
+                        )
+                    })?
+                };
+                attrs.called.push((role, id));
+            }
+            return Ok(());
+        }
         let comps = &*cx.comps;
         // The common case, one plain name, without the general list reader.
         if let Some(n) = name_of_token(value) {
@@ -1645,6 +1670,56 @@ fn scanned_shape(text: &str) -> Result<Shape, HloError> {
     super::shape_text::array_shape(text)
         .map(Shape::Array)
         .map_err(|_| not_fast())
+}
+
+/// The elements of a braced list of computations, `{%a, {...}, b}`: each a name or a
+/// brace group (strings inside skipped), with its offset in `v`.
+fn list_elements(v: &str) -> Option<Vec<(usize, &str)>> {
+    let b = v.as_bytes();
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        return None;
+    }
+    let last = b.len() - 1;
+    let mut out = Vec::new();
+    let mut i = skip_space(v, 1);
+    if i == last {
+        return Some(out);
+    }
+    loop {
+        let start = i;
+        if b.get(i) == Some(&b'{') {
+            let mut depth = 0usize;
+            loop {
+                match b.get(i)? {
+                    b'"' => i = string_end(b, i),
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            while i < last && (b[i] == b'%' || is_ident_byte(b[i])) {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+        }
+        out.push((start, &v[start..i]));
+        i = skip_space(v, i);
+        match b.get(i) {
+            Some(b',') => i = skip_space(v, i + 1),
+            Some(b'}') if i == last => return Some(out),
+            _ => return None,
+        }
+    }
 }
 
 /// A fast-path token that the general rules must read instead (the error is never shown,
