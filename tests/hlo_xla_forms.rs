@@ -136,6 +136,11 @@ fn omitted_result_shapes_are_inferred() {
         printed.contains("ROOT %d = f32[2,4]{1,0} dot(%a, %b)"),
         "{printed}"
     );
+    // A scalar broadcast without `dimensions` has `dimensions={}`, as in XLA.
+    assert!(
+        printed.contains("%bs = f32[] broadcast(%z), dimensions={}"),
+        "{printed}"
+    );
     assert!(
         printed.contains("%w = (s32[], f32[3]{0}) while(%t), condition=%cond, body=%body"),
         "{printed}"

@@ -1158,6 +1158,19 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // A broadcast of a scalar may leave out `dimensions`; XLA's parser gives it
+        // `dimensions={}`, and so does the printed form.
+        if opcode == Opcode::Broadcast && attrs.dimensions.is_none() {
+            if let [o] = operands[..] {
+                if cb.comp.graph[o]
+                    .shape
+                    .as_array()
+                    .is_some_and(|a| a.rank() == 0)
+                {
+                    attrs.dimensions = Some(Default::default());
+                }
+            }
+        }
         // `parameter()` reaches here through the generic operand list: XLA's parser
         // requires the number, and without it the printer could not write the module back.
         if opcode == Opcode::Parameter && attrs.parameter_number.is_none() {
