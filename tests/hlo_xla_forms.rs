@@ -479,3 +479,20 @@ fn xla_accepts_the_inputs_and_the_printed_forms() {
         "{stdout}"
     );
 }
+
+#[test]
+fn nesting_up_to_the_bracket_limit_parses() {
+    // 250 nested operands (the bracket limit is 256), on a test thread's stack.
+    let mut e = String::from("p");
+    for _ in 0..250 {
+        e = format!("negate({e})");
+    }
+    let src = format!(
+        "HloModule m\nENTRY e {{\n  p = f32[2] parameter(0)\n  ROOT r = f32[2] add(p, {e})\n}}\n"
+    );
+    let m = parse_module("deep.hlo", &src).unwrap_or_else(|e| panic!("{e}"));
+    let c = m.entry();
+    assert_eq!(c.order.len(), 252);
+    assert_eq!(operand_names(c, "r"), ["p", "negate.anon.249"]);
+    assert_eq!(operand_names(c, "negate.anon"), ["p"]);
+}
