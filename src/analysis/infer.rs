@@ -7,6 +7,9 @@
 //! takes that part from the declared shape after checking every constraint the
 //! operands impose. Opcodes whose shape XLA does not infer (`custom-call`,
 //! `bitcast`, `rng`, async wrappers, most collectives, ...) give `None`.
+//!
+//! [`infer_omitted_shape`] is the same inference for an instruction whose text has no
+//! result shape, as XLA's parser does it (the text front end calls it).
 
 use indexmap::IndexMap;
 use smallvec::SmallVec;
