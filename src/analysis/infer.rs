@@ -7,7 +7,11 @@
 //! takes that part from the declared shape after checking every constraint the
 //! operands impose. Opcodes whose shape XLA does not infer (`custom-call`,
 //! `bitcast`, `rng`, async wrappers, most collectives, ...) give `None`.
+//!
+//! [`infer_omitted_shape`] is the same inference for an instruction whose text has no
+//! result shape, as XLA's parser does it (the text front end calls it).
 
+use indexmap::IndexMap;
 use smallvec::SmallVec;
 
 use super::error::{shape_text, ShapeError};
@@ -17,6 +21,157 @@ use crate::ir::{
 };
 
 type R<T> = Result<T, ShapeError>;
+
+/// Whether XLA's text parser accepts `opcode` without a result shape and infers it
+/// (hlo_parser.cc `CanInferShape`). Async wrappers and collectives are not among them:
+/// XLA always writes their shapes.
+pub fn infers_omitted_shape(op: Opcode) -> bool {
+    use Opcode as O;
+    matches!(
+        op,
+        O::Abs
+            | O::Acos
+            | O::Acosh
+            | O::Asin
+            | O::Asinh
+            | O::Add
+            | O::AddDependency
+            | O::AfterAll
+            | O::Atan2
+            | O::Atanh
+            | O::BatchNormGrad
+            | O::BatchNormInference
+            | O::BatchNormTraining
+            | O::Broadcast
+            | O::Call
+            | O::Ceil
+            | O::Cholesky
+            | O::Clamp
+            | O::Clz
+            | O::Compare
+            | O::Complex
+            | O::Concatenate
+            | O::Conditional
+            | O::Convolution
+            | O::Copy
+            | O::Cos
+            | O::Cosh
+            | O::OptimizationBarrier
+            | O::Divide
+            | O::Domain
+            | O::Dot
+            | O::Erf
+            | O::Exp
+            | O::Expm1
+            | O::Fft
+            | O::Floor
+            | O::Gather
+            | O::GetDimensionSize
+            | O::SetDimensionSize
+            | O::GetTupleElement
+            | O::Imag
+            | O::IsFinite
+            | O::Log
+            | O::Log1p
+            | O::Logistic
+            | O::And
+            | O::Not
+            | O::Or
+            | O::Xor
+            | O::Map
+            | O::Maximum
+            | O::Minimum
+            | O::Multiply
+            | O::Negate
+            | O::Pad
+            | O::PartitionId
+            | O::PopulationCount
+            | O::Power
+            | O::RaggedDot
+            | O::Real
+            | O::Reduce
+            | O::Remainder
+            | O::ReplicaId
+            | O::Reverse
+            | O::RoundNearestAfz
+            | O::RoundNearestEven
+            | O::Rsqrt
+            | O::Scan
+            | O::ScaledDot
+            | O::Scatter
+            | O::Select
+            | O::ShiftLeft
+            | O::ShiftRightArithmetic
+            | O::ShiftRightLogical
+            | O::Sign
+            | O::Sin
+            | O::Sinh
+            | O::Sqrt
+            | O::Cbrt
+            | O::ReduceWindow
+            | O::SelectAndScatter
+            | O::Sort
+            | O::Subtract
+            | O::Tan
+            | O::Tanh
+            | O::Transpose
+            | O::TriangularSolve
+            | O::Tuple
+            | O::While
+            | O::TopK
+    )
+}
+
+/// The result shape XLA's parser gives `instr` when its text has none: `instr.shape`
+/// is not read; `ops` are the operand shapes and `comps` the computations defined so
+/// far (for called computations). The same rules as [`infer_shape`], with the parts
+/// that [`infer_shape`] takes from a declared shape inferred as XLA's parser does:
+/// `broadcast` prepends its `dimensions` to the operand's (as
+/// `ShapeInference::InferBroadcastShape(operand, sizes)`), `dot` and `convolution`
+/// take the higher-precision element type of their operands. Element-wise results
+/// keep the layout of the operand XLA copies them from; other results have none (the
+/// parser gives them the default).
+pub fn infer_omitted_shape(
+    comps: &IndexMap<String, Computation>,
+    instr: &Instruction,
+    ops: &[&Shape],
+) -> R<Shape> {
+    if !infers_omitted_shape(instr.opcode) || instr.async_wrapped.is_some() {
+        return invalid(format!(
+            "{} needs an explicit result shape",
+            instr.opcode.name()
+        ));
+    }
+    let cx = Cx {
+        comps,
+        instr,
+        declared: None,
+        ops: ops.iter().copied().collect(),
+    };
+    if instr.opcode == Opcode::Broadcast {
+        cx.count(1)?;
+        let a = cx.arr(0)?;
+        let empty = Dims::new();
+        let sizes = match &instr.attrs.dimensions {
+            Some(v) => v,
+            None if a.rank() == 0 => &empty,
+            None => return Err(ShapeError::MissingAttribute("dimensions")),
+        };
+        if let Some(&d) = sizes.iter().find(|&&d| d < 0) {
+            return invalid(format!("broadcast with negative dimension size {d}"));
+        }
+        let mut dims = sizes.clone();
+        dims.extend_from_slice(&a.dims);
+        return Ok(array(a.element_type, &dims));
+    }
+    match cx.infer()? {
+        Some(s) => Ok(s),
+        None => invalid(format!(
+            "the shape of {} cannot be inferred",
+            instr.opcode.name()
+        )),
+    }
+}
 
 /// Infer the result shape of instruction `id` of `comp` (a computation of `m`).
 ///
@@ -29,14 +184,50 @@ pub fn infer_shape(m: &Module, comp: &Computation, id: InstrId) -> R<Option<Shap
         .iter()
         .map(|&o| &*comp.instr(o).shape)
         .collect();
-    let cx = Cx { m, instr, ops };
+    let cx = Cx {
+        comps: &m.computations,
+        instr,
+        declared: Some(&instr.shape),
+        ops,
+    };
     cx.infer()
 }
 
 struct Cx<'a> {
-    m: &'a Module,
+    comps: &'a IndexMap<String, Computation>,
     instr: &'a Instruction,
+    /// The declared result shape (`None`: the text has none, see [`infer_omitted_shape`]).
+    declared: Option<&'a Shape>,
     ops: SmallVec<[&'a Shape; 4]>,
+}
+
+/// `s` with element type `et`, keeping its dims, dynamic flags and layout (XLA's
+/// `ShapeUtil::ChangeElementType`): the result of an element-wise op.
+fn like(s: &Shape, et: PrimitiveType) -> Shape {
+    let mut s = s.clone();
+    if let Shape::Array(a) = &mut s {
+        a.element_type = et;
+    }
+    s
+}
+
+/// The element type of a `dot` or `convolution` written without a result shape (XLA's
+/// `ShapeUtil::HigherPrecisionElementType`: complex over real, floating point over
+/// integer, wider over narrower, signed over unsigned; ties keep the lhs type).
+fn higher_precision(a: PrimitiveType, b: PrimitiveType) -> PrimitiveType {
+    let key = |t: PrimitiveType| {
+        (
+            t.is_complex(),
+            t.is_floating(),
+            t.bit_width(),
+            t.is_signed_integral(),
+        )
+    };
+    if key(b) > key(a) {
+        b
+    } else {
+        a
+    }
 }
 
 /// A per-dimension attribute (`slice`, `padding`): present, with one entry per
@@ -189,15 +380,27 @@ impl<'a> Cx<'a> {
         })
     }
 
-    fn declared(&self) -> &'a Shape {
-        &self.instr.shape
+    fn declared(&self) -> R<&'a Shape> {
+        self.declared.ok_or_else(|| {
+            ShapeError::Invalid(format!(
+                "{} needs an explicit result shape",
+                self.instr.opcode.name()
+            ))
+        })
     }
 
     fn declared_arr(&self) -> R<&'a ArrayShape> {
-        self.instr
-            .shape
+        self.declared()?
             .as_array()
             .ok_or_else(|| ShapeError::Invalid("the result must be an array".into()))
+    }
+
+    /// The element type of a `dot`/`convolution` result: declared, or inferred.
+    fn contraction_type(&self, l: &ArrayShape, r: &ArrayShape) -> R<PrimitiveType> {
+        match self.declared {
+            Some(_) => Ok(self.declared_arr()?.element_type),
+            None => Ok(higher_precision(l.element_type, r.element_type)),
+        }
     }
 
     fn count(&self, n: usize) -> R<()> {
@@ -238,8 +441,7 @@ impl<'a> Cx<'a> {
     }
 
     fn comp(&self, id: CompId) -> R<&'a Computation> {
-        self.m
-            .computations
+        self.comps
             .get_index(id)
             .map(|(_, c)| c)
             .ok_or_else(|| ShapeError::Invalid(format!("called computation #{id} does not exist")))
@@ -264,13 +466,9 @@ impl<'a> Cx<'a> {
         }
         let s = match op {
             // ---- elementwise -------------------------------------------------
-            O::Abs => {
+            O::Abs | O::Real | O::Imag => {
                 let a = self.unary()?;
-                array(real_type(a.element_type), &a.dims)
-            }
-            O::Real | O::Imag => {
-                let a = self.unary()?;
-                array(real_type(a.element_type), &a.dims)
+                like(self.op(0)?, real_type(a.element_type))
             }
             O::IsFinite => {
                 let a = self.unary()?;
@@ -280,7 +478,7 @@ impl<'a> Cx<'a> {
                         a.element_type
                     ));
                 }
-                array(PrimitiveType::Pred, &a.dims)
+                like(self.op(0)?, PrimitiveType::Pred)
             }
             O::Convert | O::StochasticConvert => {
                 if op == O::StochasticConvert {
@@ -330,8 +528,8 @@ impl<'a> Cx<'a> {
                     // copy of a tuple is allowed
                     return Ok(Some(s.clone()));
                 }
-                let a = self.arr(0)?;
-                array(a.element_type, &a.dims)
+                self.arr(0)?;
+                s.clone()
             }
             O::Add
             | O::Subtract
@@ -349,7 +547,7 @@ impl<'a> Cx<'a> {
             | O::ShiftRightArithmetic
             | O::ShiftRightLogical => {
                 let (a, _) = self.binary()?;
-                array(a.element_type, &a.dims)
+                like(self.op(0)?, a.element_type)
             }
             O::Complex => {
                 let (a, _) = self.binary()?;
@@ -359,11 +557,11 @@ impl<'a> Cx<'a> {
                         a.element_type
                     ))
                 })?;
-                array(t, &a.dims)
+                like(self.op(0)?, t)
             }
             O::Compare => {
-                let (a, _) = self.binary()?;
-                array(PrimitiveType::Pred, &a.dims)
+                self.binary()?;
+                like(self.op(0)?, PrimitiveType::Pred)
             }
             O::Select => {
                 self.count(3)?;
@@ -384,7 +582,12 @@ impl<'a> Cx<'a> {
                         rhs: shape_text(t),
                     });
                 }
-                t.clone()
+                // XLA copies the layout of a full-rank predicate.
+                if p.dims.is_empty() {
+                    t.clone()
+                } else {
+                    like(self.op(0)?, ta.element_type)
+                }
             }
             O::Clamp => {
                 self.count(3)?;
@@ -400,7 +603,7 @@ impl<'a> Cx<'a> {
                         });
                     }
                 }
-                array(x.element_type, &x.dims)
+                self.op(1)?.clone()
             }
 
             // ---- data movement ----------------------------------------------
@@ -441,7 +644,7 @@ impl<'a> Cx<'a> {
                 self.count(1)?;
                 let a = self.arr(0)?;
                 check_unique("reverse", self.dims_attr()?, a.rank())?;
-                array(a.element_type, &a.dims)
+                self.op(0)?.clone()
             }
             O::Slice => return self.slice().map(Some),
             O::DynamicSlice => return self.dynamic_slice().map(Some),
@@ -511,7 +714,7 @@ impl<'a> Cx<'a> {
                             rhs: shape_text(self.op(i)?),
                         });
                     }
-                    out.push(array(b.element_type, &b.dims));
+                    out.push(self.op(i)?.clone());
                 }
                 let f = self.called(CallRole::ToApply, "to_apply")?;
                 let mut params = Vec::new();
@@ -679,7 +882,7 @@ impl<'a> Cx<'a> {
                 self.at_least(1)?;
                 let ops = self.owned_ops();
                 // Older dumps wrap the result in a tuple; accept both forms.
-                if let Shape::Tuple(v) = self.declared() {
+                if let Shape::Tuple(v) = self.declared()? {
                     if ops.len() == 1 && v.len() == 1 {
                         return Ok(Some(Shape::Tuple(ops)));
                     }
@@ -690,7 +893,7 @@ impl<'a> Cx<'a> {
                 self.at_least(1)?;
                 if self.ops.len() == 1 && self.instr.attrs.dimensions.is_none() {
                     // A single-operand all-to-all without split dimension is a tuple op.
-                    if self.declared().is_tuple() {
+                    if self.declared()?.is_tuple() {
                         return Ok(Some(Shape::Tuple(self.owned_ops())));
                     }
                 }
@@ -1368,7 +1571,7 @@ impl<'a> Cx<'a> {
         self.count(2)?;
         let l = self.arr(0)?;
         let r = self.arr(1)?;
-        let d = self.declared_arr()?;
+        let et = self.contraction_type(l, r)?;
         let empty = Default::default();
         let dd = self.instr.attrs.dot_dims.as_deref().unwrap_or(&empty);
         if dd.lhs_batch.len() != dd.rhs_batch.len() {
@@ -1425,14 +1628,14 @@ impl<'a> Cx<'a> {
                 dims.push(x);
             }
         }
-        Ok(array(d.element_type, &dims))
+        Ok(array(et, &dims))
     }
 
     fn convolution(&self) -> R<Shape> {
         self.count(2)?;
         let l = self.arr(0)?;
         let k = self.arr(1)?;
-        let d = self.declared_arr()?;
+        let et = self.contraction_type(l, k)?;
         let cd = self
             .instr
             .attrs
@@ -1519,7 +1722,7 @@ impl<'a> Cx<'a> {
             let input = l.dims[cd.input_spatial[i] as usize];
             dims[cd.output_spatial[i] as usize] = window_output_size(input, &w.dims[i])?;
         }
-        Ok(array(d.element_type, &dims))
+        Ok(array(et, &dims))
     }
 
     fn fft(&self) -> R<Shape> {
@@ -1683,7 +1886,7 @@ impl<'a> Cx<'a> {
     /// all-gather / reduce-scatter: same rank and element type per operand; the
     /// result dims follow from the replica count, which the text does not carry.
     fn gather_scatter_collective(&self) -> R<()> {
-        let outs: Vec<&Shape> = match self.declared() {
+        let outs: Vec<&Shape> = match self.declared()? {
             Shape::Tuple(v) if self.ops.len() > 1 => v.iter().collect(),
             s => vec![s],
         };

@@ -3,6 +3,7 @@
 
 pub mod attrs;
 pub mod error;
+pub mod names;
 pub mod parser;
 pub mod printer;
 pub mod shape_text;

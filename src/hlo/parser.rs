@@ -15,6 +15,7 @@ type ShapeMemo<'a> = HashMap<&'a str, SharedShape, foldhash::fast::FixedState>;
 
 use super::attrs::{self as av, ValueError};
 use super::error::HloError;
+use super::names::NameUniquer;
 use crate::ir::*;
 
 #[derive(pest_derive::Parser)]
@@ -61,7 +62,12 @@ fn parse_module_with(
     let head = HloGrammar::parse(Rule::module_head, src)
         .map_err(|e| pest_error(file, src, 0, e))?
         .next();
-    let b = Builder { file, src, base: 0 };
+    let b = Builder {
+        file,
+        src,
+        base: 0,
+        fast: false,
+    };
     let mut m = Module {
         name: String::new(),
         attrs: ModuleAttrs::default(),
@@ -91,6 +97,7 @@ fn parse_module_with(
     }
     let mut entry: Option<CompId> = None;
     let mut lines = LineCounter::default();
+    let mut naming = Naming::default();
     while pos < src.len() {
         let start = pos;
         let (comp, is_entry, end) = match computation_span(src, pos) {
@@ -98,27 +105,43 @@ fn parse_module_with(
                 // First the fast rules for the printer's form; then the general rules in
                 // batches of lines; then (a batch boundary may have cut an instruction
                 // written over several lines) the whole body as one batch, which is exact
-                // and gives the error.
-                let at = lines;
-                let fast = if try_fast {
-                    read_computation(file, src, &span, &m, &mut lines, BATCH_LINES, true)
-                } else {
-                    Err(not_fast())
-                };
-                if fast.is_ok() {
-                    stats.fast += 1;
-                } else {
+                // and gives the error. A failed attempt leaves nothing behind: inline
+                // computations it added are dropped, names it registered forgotten.
+                let (at, mark, saved) = (lines, m.computations.len(), naming.clone());
+                let attempts: [(bool, usize); 3] = [
+                    (true, BATCH_LINES),
+                    (false, BATCH_LINES),
+                    (false, usize::MAX),
+                ];
+                let mut result = Err(not_fast());
+                for (k, &(fast, batch)) in attempts.iter().enumerate() {
+                    if fast && !try_fast {
+                        continue;
+                    }
+                    lines = at;
+                    m.computations.truncate(mark);
+                    naming = saved.clone();
+                    let mut cx = Cx {
+                        comps: &mut m.computations,
+                        naming: &mut naming,
+                        lines: &mut lines,
+                    };
+                    result = read_computation(file, src, &span, &mut cx, batch, fast);
+                    if k == 0 {
+                        if result.is_ok() {
+                            stats.fast += 1;
+                        } else {
+                            stats.general += 1;
+                        }
+                    }
+                    if result.is_ok() {
+                        break;
+                    }
+                }
+                if !try_fast {
                     stats.general += 1;
                 }
-                let (c, e) = fast
-                    .or_else(|_| {
-                        lines = at;
-                        read_computation(file, src, &span, &m, &mut lines, BATCH_LINES, false)
-                    })
-                    .or_else(|_| {
-                        lines = at;
-                        read_computation(file, src, &span, &m, &mut lines, usize::MAX, false)
-                    })?;
+                let (c, e) = result?;
                 (c, e, span.end)
             }
             None => {
@@ -128,7 +151,12 @@ fn parse_module_with(
                 return Err(HloError::at(file, src, pos, "unterminated computation"));
             }
         };
-        let b = Builder { file, src, base: 0 };
+        let b = Builder {
+            file,
+            src,
+            base: 0,
+            fast: false,
+        };
         if m.computations.contains_key(&comp.name) {
             return Err(b.err_abs(
                 start,
@@ -141,6 +169,9 @@ fn parse_module_with(
                 return Err(b.err_abs(start, "more than one ENTRY computation"));
             }
             entry = Some(id);
+        }
+        if let Some(u) = naming.comps.as_mut() {
+            u.register(&comp.name);
         }
         m.computations.insert(comp.name.clone(), comp);
         pos = skip_space(src, end);
@@ -390,8 +421,7 @@ fn read_computation(
     file: &str,
     src: &str,
     span: &CompSpan,
-    m: &Module,
-    lines: &mut LineCounter,
+    cx: &mut Cx<'_>,
     batch_lines: usize,
     fast: bool,
 ) -> Result<(Computation, bool), HloError> {
@@ -411,9 +441,10 @@ fn read_computation(
         file,
         src,
         base: span.start,
+        fast,
     };
     let mut cb = CompBuilder::new(span.line_breaks.len() + 1);
-    cb.comp.line = lines.line_of(src, span.start) as u32;
+    cb.comp.line = cx.lines.line_of(src, span.start) as u32;
     // One head item (the fast rules only delimit parameter names and shapes: check them
     // as the general rules would).
     let head_item = |p: P<'_>, cb: &mut CompBuilder| -> Result<(), HloError> {
@@ -447,7 +478,7 @@ fn read_computation(
             for p in all {
                 if p.as_rule() == Rule::fast_instruction {
                     line += 1;
-                    b.add_instruction(p, &mut cb, &m.computations, Pos::Known(line, 3))?;
+                    b.add_instruction(p, &mut cb, cx, Pos::Known(line, 3), false)?;
                 } else {
                     head_item(p, &mut cb)?;
                 }
@@ -486,6 +517,7 @@ fn read_computation(
             file,
             src,
             base: from,
+            fast,
         };
         let rule = if fast {
             Rule::fast_batch
@@ -495,7 +527,7 @@ fn read_computation(
         if let Some(batch) = parse(rule, from, to)? {
             for p in batch {
                 if matches!(p.as_rule(), Rule::instruction | Rule::fast_instruction) {
-                    b.add_instruction(p, &mut cb, &m.computations, Pos::Count(lines))?;
+                    b.add_instruction(p, &mut cb, cx, Pos::Count, false)?;
                 }
             }
         }
@@ -505,6 +537,7 @@ fn read_computation(
         file,
         src,
         base: span.body_close,
+        fast,
     };
     if let Some(tail) = parse(Rule::computation_tail, span.body_close, span.end)? {
         for p in tail {
@@ -525,6 +558,48 @@ struct CompBuilder<'a> {
     param_numbers: Vec<(i64, InstrId, usize)>,
     pending_ctrl: Vec<(InstrId, usize)>,
     shapes: ShapeMemo<'a>,
+    /// Names the parser gave to nested operands (`negate.anon`), which are not slices
+    /// of the text; usually empty.
+    anon: HashMap<String, InstrId, foldhash::fast::FixedState>,
+}
+
+/// What reading an instruction may add beyond its computation: inline computation
+/// bodies (to the module's computations), names (to the module-wide uniquers) and
+/// line positions.
+struct Cx<'c> {
+    comps: &'c mut indexmap::IndexMap<String, Computation>,
+    naming: &'c mut Naming,
+    lines: &'c mut LineCounter,
+}
+
+/// Module-wide names, as XLA's parser keeps them to name what the text does not
+/// (`src/hlo/names.rs`). Set up, by replaying the names read so far, on the first
+/// nested operand or inline body: a module without either never pays for it.
+#[derive(Clone, Default)]
+struct Naming {
+    instrs: Option<NameUniquer>,
+    comps: Option<NameUniquer>,
+}
+
+impl Naming {
+    fn activate(&mut self, comps: &indexmap::IndexMap<String, Computation>, cur: &Computation) {
+        if self.instrs.is_some() {
+            return;
+        }
+        let mut i = NameUniquer::default();
+        let mut c = NameUniquer::default();
+        for (name, comp) in comps {
+            c.register(name);
+            for &id in &comp.order {
+                i.register(&comp.graph[id].name);
+            }
+        }
+        for &id in &cur.order {
+            i.register(&cur.graph[id].name);
+        }
+        self.instrs = Some(i);
+        self.comps = Some(c);
+    }
 }
 
 impl<'a> CompBuilder<'a> {
@@ -541,6 +616,7 @@ impl<'a> CompBuilder<'a> {
             param_numbers: Vec::new(),
             pending_ctrl: Vec::new(),
             shapes: ShapeMemo::default(),
+            anon: HashMap::default(),
         }
     }
 }
@@ -703,6 +779,9 @@ struct Builder<'a> {
     src: &'a str,
     /// Offset of the text the current pairs were parsed from.
     base: usize,
+    /// Reading with the printer-form rules: an inline computation body sends the
+    /// computation to the general rules.
+    fast: bool,
 }
 
 type P<'i> = Pair<'i, Rule>;
@@ -766,17 +845,38 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Read one instruction (an `instruction`, `fast_instruction` or, with `nested`, a
+    /// `nested_instr` operand, which gets its name from the module-wide uniquer as in
+    /// XLA: `<opcode>.anon`) and add it to the computation.
     fn add_instruction(
         &self,
         p: P<'a>,
         cb: &mut CompBuilder<'a>,
-        comps: &indexmap::IndexMap<String, Computation>,
-        pos: Pos<'_>,
-    ) -> Result<(), HloError> {
+        cx: &mut Cx<'_>,
+        pos: Pos,
+        nested: bool,
+    ) -> Result<InstrId, HloError> {
         let istart = p.as_span().start();
-        let (instr, operands, is_root, name) =
-            self.instruction(p, &cb.comp, &cb.names, &mut cb.shapes, comps, pos)?;
-        if cb.names.contains_key(name) {
+        let (mut instr, operands, is_root, name) = self.instruction(p, cb, cx, pos)?;
+        let anon = if nested {
+            cx.naming.activate(cx.comps, &cb.comp);
+            let u = cx.naming.instrs.as_mut().ok_or_else(not_fast)?;
+            let n = u.unique(&format!("{}.anon", instr.opcode.name()));
+            instr.name = n.as_str().into();
+            Some(n)
+        } else {
+            if let Some(u) = cx.naming.instrs.as_mut() {
+                u.register(name);
+            }
+            None
+        };
+        let taken = match &anon {
+            Some(n) => cb.names.contains_key(n.as_str()) || cb.anon.contains_key(n),
+            None => {
+                cb.names.contains_key(name) || (!cb.anon.is_empty() && cb.anon.contains_key(name))
+            }
+        };
+        if taken {
             return Err(self.err_at(
                 istart,
                 format!(
@@ -788,7 +888,14 @@ impl<'a> Builder<'a> {
         let pnum = instr.attrs.parameter_number;
         let has_ctrl = !instr.attrs.control_predecessors.is_empty();
         let id = cb.comp.add(instr, &operands);
-        cb.names.insert(name, id);
+        match anon {
+            Some(n) => {
+                cb.anon.insert(n, id);
+            }
+            None => {
+                cb.names.insert(name, id);
+            }
+        }
         if let Some(n) = pnum {
             cb.param_numbers.push((n, id, self.base + istart));
         }
@@ -804,7 +911,7 @@ impl<'a> Builder<'a> {
             }
             cb.explicit_root = Some(id);
         }
-        Ok(())
+        Ok(id)
     }
 
     fn computation_attribute(&self, p: P<'a>, comp: &mut Computation) -> Result<(), HloError> {
@@ -883,16 +990,14 @@ impl<'a> Builder<'a> {
     fn instruction(
         &self,
         pair: P<'a>,
-        comp: &Computation,
-        names: &NameMap<'a>,
-        shapes: &mut ShapeMemo<'a>,
-        comps: &indexmap::IndexMap<String, Computation>,
-        pos: Pos<'_>,
+        cb: &mut CompBuilder<'a>,
+        cx: &mut Cx<'_>,
+        pos: Pos,
     ) -> Result<(Instruction, SmallVec<[InstrId; 4]>, bool, &'a str), HloError> {
         let start = pair.as_span().start();
         let (line, col) = match pos {
             Pos::Known(l, c) => (l, c),
-            Pos::Count(lines) => lines.line_col(self.src, self.base + start),
+            Pos::Count => cx.lines.line_col(self.src, self.base + start),
         };
         let mut is_root = false;
         let mut name: &'a str = "";
@@ -920,7 +1025,7 @@ impl<'a> Builder<'a> {
                     let sp = t.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
                     let (n, sh) = (&t[..sp], t.get(sp + 3..).ok_or_else(not_fast)?);
                     name = name_of_token(n).ok_or_else(not_fast)?;
-                    shared = Some(memo_shape(shapes, sh)?);
+                    shared = Some(memo_shape(&mut cb.shapes, sh)?);
                 }
                 Rule::array_shape | Rule::array_tok | Rule::tuple_shape | Rule::buffer_shape => {
                     shape = Some(self.shape(p)?)
@@ -949,7 +1054,7 @@ impl<'a> Builder<'a> {
                 }
                 Rule::fast_op => {
                     op_at = p.as_span().start();
-                    (opcode, wrapped) = fast_op(p.as_str(), names, &mut operands)?;
+                    (opcode, wrapped) = fast_op(p.as_str(), &cb.names, &mut operands)?;
                 }
                 Rule::fast_line => {
                     // `name = shape body`: the name and the shape hold no blank.
@@ -958,7 +1063,7 @@ impl<'a> Builder<'a> {
                     name = name_of_token(&t[..sp]).ok_or_else(not_fast)?;
                     let rest = t.get(sp + 3..).ok_or_else(not_fast)?;
                     let sp2 = rest.bytes().position(|c| c == b' ').ok_or_else(not_fast)?;
-                    shared = Some(memo_shape(shapes, &rest[..sp2])?);
+                    shared = Some(memo_shape(&mut cb.shapes, &rest[..sp2])?);
                     let body = &rest[sp2 + 1..];
                     op_at = p.as_span().start() + sp + 3 + sp2 + 1;
                     let number = body
@@ -970,7 +1075,7 @@ impl<'a> Builder<'a> {
                             opcode = Opcode::Parameter;
                             attrs.parameter_number = Some(n.parse().map_err(|_| not_fast())?);
                         }
-                        None => (opcode, wrapped) = fast_op(body, names, &mut operands)?,
+                        None => (opcode, wrapped) = fast_op(body, &cb.names, &mut operands)?,
                     }
                 }
                 Rule::op_body => {
@@ -995,23 +1100,33 @@ impl<'a> Builder<'a> {
                         let oat = operand.as_span().start();
                         let mut oname = "";
                         let mut oshape = None;
+                        let mut nested = None;
                         for q in operand.into_inner() {
                             match q.as_rule() {
                                 Rule::name => oname = strip_pct(q.as_str()),
+                                Rule::nested_instr => {
+                                    nested =
+                                        Some(self.add_instruction(q, cb, cx, Pos::Count, true)?)
+                                }
                                 _ => oshape = Some((q.as_span().start(), self.shape(q)?)),
                             }
                         }
-                        let id = match names.get(oname) {
-                            Some(&id) => id,
+                        if let Some(id) = nested {
+                            operands.push(id);
+                            continue;
+                        }
+                        let found = cb.names.get(oname).or_else(|| cb.anon.get(oname)).copied();
+                        let id = match found {
+                            Some(id) => id,
                             None => {
                                 return Err(self.err_at(
                                     oat,
-                                    format!("operand '{oname}' is not defined (before this use) in computation '{}'", comp.name),
+                                    format!("operand '{oname}' is not defined (before this use) in computation '{}'", cb.comp.name),
                                 ))
                             }
                         };
                         if let Some((sat, s)) = oshape {
-                            if !s.compatible(&comp.graph[id].shape) {
+                            if !s.compatible(&cb.comp.graph[id].shape) {
                                 return Err(self.err_at(
                                     sat,
                                     format!("operand shape does not match the shape of '{oname}'"),
@@ -1037,7 +1152,22 @@ impl<'a> Builder<'a> {
                     smallvec::smallvec![(key, value, at, vat)]
                 };
                 for (key, value, at, vat) in pieces {
-                    self.apply_attribute(key, value, at, vat, opcode, attrs_mut, &mut seen, comps)?;
+                    self.apply_attribute(
+                        key, value, at, vat, opcode, attrs_mut, &mut seen, cb, cx,
+                    )?;
+                }
+            }
+        }
+        // A broadcast of a scalar may leave out `dimensions`; XLA's parser gives it
+        // `dimensions={}`, and so does the printed form.
+        if opcode == Opcode::Broadcast && attrs.dimensions.is_none() {
+            if let [o] = operands[..] {
+                if cb.comp.graph[o]
+                    .shape
+                    .as_array()
+                    .is_some_and(|a| a.rank() == 0)
+                {
+                    attrs.dimensions = Some(Default::default());
                 }
             }
         }
@@ -1070,15 +1200,37 @@ impl<'a> Builder<'a> {
                 s.fill_default_layouts();
                 s.into()
             }
-            (None, None) => match infer_simple_shape(opcode, &operands, comp) {
-                Some(s) => s.into(),
-                None => {
+            (None, None) => {
+                // As XLA's parser: the shape from the operands and attributes
+                // (crate::analysis::infer), for the opcodes XLA infers.
+                if !crate::analysis::infer::infers_omitted_shape(opcode) || wrapped.is_some() {
                     return Err(self.err_at(
                         op_at,
                         format!("'{}' needs an explicit result shape", opcode.name()),
-                    ))
+                    ));
                 }
-            },
+                let mut instr = Instruction {
+                    name: name.into(),
+                    opcode,
+                    async_wrapped: wrapped,
+                    shape: SharedShape::new(Shape::Tuple(vec![])),
+                    attrs,
+                    line,
+                    col,
+                };
+                let ops: SmallVec<[&Shape; 4]> =
+                    operands.iter().map(|&o| &*cb.comp.graph[o].shape).collect();
+                let mut s = crate::analysis::infer::infer_omitted_shape(cx.comps, &instr, &ops)
+                    .map_err(|e| {
+                        self.err_at(
+                            op_at,
+                            format!("cannot infer the shape of '{}': {e}", opcode.name()),
+                        )
+                    })?;
+                s.fill_default_layouts();
+                instr.shape = SharedShape::new(s);
+                return Ok((instr, operands, is_root, name));
+            }
         };
         let instr = Instruction {
             name: name.into(),
@@ -1168,7 +1320,8 @@ impl<'a> Builder<'a> {
         opcode: Opcode,
         attrs: &mut Attrs,
         seen: &mut SmallVec<[&'a str; 8]>,
-        comps: &indexmap::IndexMap<String, Computation>,
+        cb: &CompBuilder<'a>,
+        cx: &mut Cx<'_>,
     ) -> Result<(), HloError> {
         if seen.contains(&key) {
             return Err(self.err_at(at, format!("attribute '{key}' is given twice")));
@@ -1222,9 +1375,9 @@ impl<'a> Builder<'a> {
             | "true_computation"
             | "false_computation"
             | "branch_computations"
-            | "called_computations" => self.called(key, value, vat, attrs, comps)?,
+            | "called_computations" => self.called(key, value, vat, attrs, cb, cx)?,
             "select" | "scatter" if opcode == O::SelectAndScatter => {
-                self.called(key, value, vat, attrs, comps)?
+                self.called(key, value, vat, attrs, cb, cx)?
             }
             "direction" if opcode == O::Compare => {
                 attrs.comparison = Some(Comparison::from_name(value.trim()).ok_or_else(|| {
@@ -1345,24 +1498,47 @@ impl<'a> Builder<'a> {
     fn called(
         &self,
         key: &str,
-        value: &str,
+        value: &'a str,
         vat: usize,
         attrs: &mut Attrs,
-        comps: &indexmap::IndexMap<String, Computation>,
+        cb: &CompBuilder<'a>,
+        cx: &mut Cx<'_>,
     ) -> Result<(), HloError> {
         let role = match CallRole::from_attr_name(key) {
             Some(r) => r,
             None => return Ok(()),
         };
-        let trimmed = value.trim_start();
-        if trimmed.starts_with('{') && !role.is_list() {
-            return Err(self.err_at(
-                vat,
-                format!(
-                    "inline computation bodies for '{key}' are not supported; name a computation"
-                ),
-            ));
+        if value.starts_with('{') && !role.is_list() {
+            let id = self.inline_body(value, vat, cb, cx)?;
+            attrs.called.push((role, id));
+            return Ok(());
         }
+        if role.is_list() && value.starts_with('{') && value[1..].contains('{') {
+            // A list with inline bodies, `branch_computations={{...}, %b}`.
+            let elems = list_elements(value).ok_or_else(|| {
+                self.err_at(
+                    vat,
+                    "expected a list of computation names or '{...}' bodies",
+                )
+            })?;
+            for (off, e) in elems {
+                let id = if e.starts_with('{') {
+                    self.inline_body(e, vat + off, cb, cx)?
+                } else {
+                    let n = name_of_token(e)
+                        .ok_or_else(|| self.err_at(vat + off, "expected a computation name"))?;
+                    cx.comps.get_index_of(n).ok_or_else(|| {
+                        self.err_at(
+                            vat + off,
+                            format!("computation '{n}' is not defined (computations must be defined before use)"),
+                        )
+                    })?
+                };
+                attrs.called.push((role, id));
+            }
+            return Ok(());
+        }
+        let comps = &*cx.comps;
         // The common case, one plain name, without the general list reader.
         if let Some(n) = name_of_token(value) {
             match comps.get_index_of(n) {
@@ -1391,6 +1567,58 @@ impl<'a> Builder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// An inline computation body, `to_apply={ instructions }` (`value` starts at
+    /// `vat`): read as a computation of its own, named as XLA's parser names it (`_`,
+    /// then `_.1`, ...) and placed before the computation that calls it.
+    fn inline_body(
+        &self,
+        value: &'a str,
+        vat: usize,
+        parent: &CompBuilder<'a>,
+        cx: &mut Cx<'_>,
+    ) -> Result<CompId, HloError> {
+        if self.fast {
+            return Err(not_fast());
+        }
+        if !fast_value_ok(value) {
+            return Err(self.err_at(
+                vat,
+                "expected a computation name or one '{...}' computation body",
+            ));
+        }
+        cx.naming.activate(cx.comps, &parent.comp);
+        let open = self.base + vat;
+        let close = open + value.len() - 1;
+        let b = Builder {
+            file: self.file,
+            src: self.src,
+            base: open + 1,
+            fast: false,
+        };
+        let body = &self.src[open + 1..close];
+        let mut cb = CompBuilder::new(memchr::memchr_iter(b'\n', body.as_bytes()).count() + 1);
+        cb.comp.line = cx.lines.line_of(self.src, open) as u32;
+        let batch = HloGrammar::parse(Rule::instruction_batch, body)
+            .map_err(|e| pest_error(self.file, self.src, open + 1, e))?
+            .next();
+        if let Some(batch) = batch {
+            for p in batch.into_inner() {
+                if p.as_rule() == Rule::instruction {
+                    b.add_instruction(p, &mut cb, cx, Pos::Count, false)?;
+                }
+            }
+        }
+        let u = cx.naming.comps.as_mut().ok_or_else(not_fast)?;
+        cb.comp.name = u.unique("_");
+        let (comp, _) = b.finish_computation(cb)?;
+        if cx.comps.contains_key(&comp.name) {
+            return Err(self.err_at(vat, format!("computation '{}' is defined twice", comp.name)));
+        }
+        let id = cx.comps.len();
+        cx.comps.insert(comp.name.clone(), comp);
+        Ok(id)
     }
 
     fn shape(&self, p: P<'a>) -> Result<Shape, HloError> {
@@ -1455,6 +1683,56 @@ fn scanned_shape(text: &str) -> Result<Shape, HloError> {
     super::shape_text::array_shape(text)
         .map(Shape::Array)
         .map_err(|_| not_fast())
+}
+
+/// The elements of a braced list of computations, `{%a, {...}, b}`: each a name or a
+/// brace group (strings inside skipped), with its offset in `v`.
+fn list_elements(v: &str) -> Option<Vec<(usize, &str)>> {
+    let b = v.as_bytes();
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        return None;
+    }
+    let last = b.len() - 1;
+    let mut out = Vec::new();
+    let mut i = skip_space(v, 1);
+    if i == last {
+        return Some(out);
+    }
+    loop {
+        let start = i;
+        if b.get(i) == Some(&b'{') {
+            let mut depth = 0usize;
+            loop {
+                match b.get(i)? {
+                    b'"' => i = string_end(b, i),
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            while i < last && (b[i] == b'%' || is_ident_byte(b[i])) {
+                i += 1;
+            }
+            if i == start {
+                return None;
+            }
+        }
+        out.push((start, &v[start..i]));
+        i = skip_space(v, i);
+        match b.get(i) {
+            Some(b',') => i = skip_space(v, i + 1),
+            Some(b'}') if i == last => return Some(out),
+            _ => return None,
+        }
+    }
 }
 
 /// A fast-path token that the general rules must read instead (the error is never shown,
@@ -1640,37 +1918,12 @@ fn async_sugar(t: &str) -> Option<(Opcode, Opcode)> {
     None
 }
 
-/// Result shape for instructions written without one (elementwise ops and tuples).
-fn infer_simple_shape(op: Opcode, operands: &[InstrId], comp: &Computation) -> Option<Shape> {
-    if op == Opcode::Tuple {
-        return Some(Shape::Tuple(
-            operands
-                .iter()
-                .map(|&o| (*comp.graph[o].shape).clone())
-                .collect(),
-        ));
-    }
-    if op.is_elementwise() && !operands.is_empty() {
-        let first = &comp.graph[*operands.last()?].shape;
-        let mut s = match op {
-            Opcode::Select | Opcode::Clamp => (*comp.graph[*operands.last()?].shape).clone(),
-            _ => (*comp.graph[operands[0]].shape).clone(),
-        };
-        if op == Opcode::Compare || op == Opcode::IsFinite {
-            if let Shape::Array(a) = &mut s {
-                a.element_type = PrimitiveType::Pred;
-            }
-        }
-        let _ = first;
-        return Some(s);
-    }
-    None
-}
-
-/// Where an instruction starts: known (the fast path reads one per line) or counted.
-enum Pos<'l> {
+/// Where an instruction starts: known (the fast path reads one per line) or counted
+/// (with the context's `LineCounter`).
+#[derive(Clone, Copy)]
+enum Pos {
     Known(u32, u32),
-    Count(&'l mut LineCounter),
+    Count,
 }
 
 /// Incremental byte-offset → (line, col) conversion for increasing offsets.
