@@ -368,7 +368,10 @@ fn f4(x: f64) -> String {
 }
 
 /// The metrics a collection is judged by: tile top-K and Kaggle, layout τ and OPA.
-fn columns(collection: &str) -> &'static [(&'static str, fn(&CollectionMetrics) -> f64)] {
+/// A metric's name and how to read it.
+type Column = (&'static str, fn(&CollectionMetrics) -> f64);
+
+fn columns(collection: &str) -> &'static [Column] {
     if collection.starts_with("tile") {
         &[
             ("top-1 slowdown", |m| m.top1),
