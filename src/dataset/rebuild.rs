@@ -946,6 +946,34 @@ fn tuple_shape(
                 _ => None,
             }
         }
+        Reduce => {
+            // Variadic: the reducer's element types over the input's kept dims.
+            let c = *me.callees.first()?;
+            let Sh::Tuple(el) = &nodes[comps[c].root].shape else {
+                return None;
+            };
+            let input = nodes.get(*order[k].first()?)?;
+            let dims = increasing_prefix(&me.f[col::DIMENSIONS..col::DIMENSIONS + 6]);
+            let kept: Vec<i64> = input
+                .shape
+                .dims()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !dims.contains(&(*i as i64)))
+                .map(|(_, &d)| d)
+                .collect();
+            let t: Option<Vec<Sh>> = el
+                .iter()
+                .map(|e| {
+                    Some(Sh::Arr {
+                        ty: e.ty()?,
+                        dims: kept.clone(),
+                        m2m: row_major(kept.len()),
+                    })
+                })
+                .collect();
+            t.filter(|v| v.len() == size).map(Sh::Tuple)
+        }
         Sort | AllReduce | AllToAll | OptimizationBarrier => {
             let el: Vec<Sh> = order[k].iter().map(|&o| nodes[o].shape.clone()).collect();
             (el.len() == size)
@@ -974,6 +1002,20 @@ fn tuple_shape(
         }
         _ => None,
     }
+}
+
+/// The longest strictly increasing prefix of a 0-padded dimension list (`[1,0,0,..]` →
+/// `[1]`, `[0,1,2,0,..]` → `[0,1,2]`).
+fn increasing_prefix(f: &[f32]) -> Vec<i64> {
+    let mut v: Vec<i64> = Vec::new();
+    for &x in f {
+        let x = x as i64;
+        if v.last().is_some_and(|&l| x <= l) {
+            break;
+        }
+        v.push(x);
+    }
+    v
 }
 
 fn conv_fits(me: &Node, input: &Sh, kernel: &Sh) -> bool {
