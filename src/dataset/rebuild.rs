@@ -281,7 +281,7 @@ fn bounds_of(block: &[f32]) -> Vec<i64> {
         .take_while(|&x| x > 0)
         .collect();
     if v.len() == 6 {
-        let rest = block[6] as i64 - v.iter().sum::<i64>();
+        let rest = (block[6] as i64).wrapping_sub(wsum(&v));
         if rest > 0 {
             v.push(rest);
         }
@@ -402,6 +402,11 @@ impl Sh {
     }
 }
 
+/// A sum that wraps like the featurizer's int64 arithmetic.
+fn wsum(v: &[i64]) -> i64 {
+    v.iter().fold(0i64, |a, &x| a.wrapping_add(x))
+}
+
 fn row_major(rank: usize) -> Vec<i64> {
     (0..rank as i64).rev().collect()
 }
@@ -422,7 +427,7 @@ fn agg_list(f: &[f32], at: usize, keep_zero_upto: usize) -> Vec<i64> {
     n = n.max(keep_zero_upto.min(6));
     let mut v = lead[..n].to_vec();
     if n == 6 {
-        let rest = f[at + 6] as i64 - v.iter().sum::<i64>();
+        let rest = (f[at + 6] as i64).wrapping_sub(wsum(&v));
         if rest > 0 {
             v.push(rest);
         }
@@ -439,7 +444,10 @@ fn own_shape(f: &[f32]) -> Sh {
         .map(|i| PRIMITIVE_TYPE_FEATURES[i])
         .unwrap_or(PrimitiveType::F32);
     match ty {
-        PrimitiveType::Tuple => return Sh::Open(f[col::TUPLE_SHAPES_SIZE].max(0.0) as usize),
+        // (at most 4096 elements: a larger count is not a real tuple)
+        PrimitiveType::Tuple => {
+            return Sh::Open((f[col::TUPLE_SHAPES_SIZE].max(0.0) as usize).min(4096))
+        }
         PrimitiveType::Token => return Sh::Token,
         _ => {}
     }
@@ -460,12 +468,12 @@ fn own_shape(f: &[f32]) -> Sh {
         .map(|&x| x as i64)
         .collect();
     if product == 0 && rank < 6 {
-        let lr = m2m_all.iter().copied().max().unwrap_or(0) + 1;
+        let lr = m2m_all.iter().copied().max().unwrap_or(0).saturating_add(1);
         rank = rank.max((lr as usize).min(6)).max(rank + 1).min(6);
     }
     let mut dims = lead[..rank].to_vec();
     if rank == 6 {
-        let rest = sum - dims.iter().sum::<i64>();
+        let rest = sum.wrapping_sub(wsum(&dims));
         if rest > 0 {
             dims.push(rest);
         }
@@ -1023,7 +1031,7 @@ fn conv_fits(me: &Node, input: &Sh, kernel: &Sh) -> bool {
     let (i, kd, o) = (input.dims(), kernel.dims(), me.shape.dims());
     let at = |d: &[i64], c: usize| d.get(f[c] as usize).copied();
     let fgc = (f[col::FEATURE_GROUP_COUNT] as i64).max(1);
-    at(i, col::CONV_INPUT_FEATURE) == at(kd, col::CONV_KERNEL_INPUT_FEATURE).map(|x| x * fgc)
+    at(i, col::CONV_INPUT_FEATURE) == at(kd, col::CONV_KERNEL_INPUT_FEATURE).map(|x| x.wrapping_mul(fgc))
         && at(kd, col::CONV_KERNEL_OUTPUT_FEATURE) == at(o, col::CONV_OUTPUT_FEATURE)
         && i.len() == kd.len()
 }
@@ -1532,9 +1540,9 @@ fn instr_text(
                     let (l, h) = if i < 2 {
                         (lo[i], hi[i])
                     } else {
-                        (0, out[i] - d)
+                        (0, out[i].wrapping_sub(d))
                     };
-                    let rest = out[i] - l - h - d;
+                    let rest = out[i].wrapping_sub(l).wrapping_sub(h).wrapping_sub(d);
                     let interior = if d > 1 && rest > 0 && rest % (d - 1) == 0 {
                         rest / (d - 1)
                     } else {
@@ -1543,7 +1551,7 @@ fn instr_text(
                     if interior > 0 {
                         format!("{l}_{h}_{interior}")
                     } else {
-                        format!("{l}_{}", out[i] - l - d)
+                        format!("{l}_{}", out[i].wrapping_sub(l).wrapping_sub(d))
                     }
                 })
                 .collect();
