@@ -1031,7 +1031,8 @@ fn conv_fits(me: &Node, input: &Sh, kernel: &Sh) -> bool {
     let (i, kd, o) = (input.dims(), kernel.dims(), me.shape.dims());
     let at = |d: &[i64], c: usize| d.get(f[c] as usize).copied();
     let fgc = (f[col::FEATURE_GROUP_COUNT] as i64).max(1);
-    at(i, col::CONV_INPUT_FEATURE) == at(kd, col::CONV_KERNEL_INPUT_FEATURE).map(|x| x.wrapping_mul(fgc))
+    at(i, col::CONV_INPUT_FEATURE)
+        == at(kd, col::CONV_KERNEL_INPUT_FEATURE).map(|x| x.wrapping_mul(fgc))
         && at(kd, col::CONV_KERNEL_OUTPUT_FEATURE) == at(o, col::CONV_OUTPUT_FEATURE)
         && i.len() == kd.len()
 }
