@@ -19,12 +19,14 @@ macro_rules! outln {
 }
 
 mod analyze;
+mod compare;
 mod compile;
 mod generate;
 mod input;
 mod inspect;
 mod list;
 mod parse;
+mod predict;
 mod replay;
 mod report;
 mod score;
@@ -68,6 +70,12 @@ pub enum Command {
     /// Score Kaggle-style submissions, and the analytical model, against npz runtimes
     /// (official metrics, side by side).
     Score(score::ScoreArgs),
+    /// The analytical model's runtime of every configuration row of TpuGraphs files: npz
+    /// (the module rebuilt from the features), raw .pb, or a module under --config files.
+    Predict(predict::PredictArgs),
+    /// Predictors side by side (the analytical model one of them): the official metrics
+    /// per collection and per graph, and an HTML report with the plots.
+    Compare(compare::CompareArgs),
     /// Summarise TpuGraphs files (.npz): kind, sizes, runtime range, schema problems.
     Inspect(inspect::InspectArgs),
     /// How runtime moves with one choice: a kernel's tile, a node's layout, or the TPU
@@ -97,6 +105,8 @@ pub fn run() -> i32 {
         Command::List(a) => list::list(a),
         Command::Generate(c) => generate::generate(c),
         Command::Score(a) => score::score(a),
+        Command::Predict(a) => predict::predict(a),
+        Command::Compare(a) => compare::compare_cmd(a),
         Command::Sweep(k) => sweep::sweep(k),
         Command::Roofline(a) => report::roofline_cmd(a),
         Command::Report(a) => report::report_cmd(a),

@@ -14,5 +14,6 @@ pub mod npz;
 pub mod opcodes;
 pub mod outdir;
 pub mod plan;
+pub mod rebuild;
 pub mod replay;
 pub mod write;

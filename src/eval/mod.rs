@@ -1,5 +1,6 @@
 //! Evaluation of runtime predictions against measured runtimes: the
 //! TpuGraphs / Kaggle "Fast or Slow" metrics (see [`metrics`]).
 
+pub mod compare;
 pub mod metrics;
 pub mod score;
