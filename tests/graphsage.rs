@@ -9,11 +9,10 @@ use std::process::Command;
 
 #[test]
 fn graphsage_baseline_trains_and_its_predictions_compare() {
-    if !common::python_has("import torch, torch_geometric, numpy") {
-        eprintln!(
-            "skipped: graphsage_baseline_trains_and_its_predictions_compare: needs python3 \
-             with torch, torch_geometric and numpy"
-        );
+    if !common::has(
+        common::Need::Torch,
+        "graphsage_baseline_trains_and_its_predictions_compare",
+    ) {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_tpusim");

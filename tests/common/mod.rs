@@ -31,6 +31,8 @@ pub enum Need {
     Jax,
     /// Headless Chromium (Debian's `chromium`), to render the HTML report.
     Chromium,
+    /// PyTorch and PyTorch Geometric (the learned baseline of `examples/graphsage`).
+    Torch,
 }
 
 impl Need {
@@ -42,6 +44,7 @@ impl Need {
             Need::Scipy => python_has("import scipy.stats, numpy"),
             Need::Jax => python_has("from jaxlib import _hlo"),
             Need::Chromium => chromium().is_some(),
+            Need::Torch => python_has("import torch, torch_geometric, numpy"),
         }
     }
 
@@ -53,6 +56,7 @@ impl Need {
             Need::Scipy => "python3 with scipy",
             Need::Jax => "python3 with jax (jaxlib)",
             Need::Chromium => "chromium (headless; Debian's `chromium` package)",
+            Need::Torch => "python3 with torch, torch_geometric and numpy",
         }
     }
 }
