@@ -16,6 +16,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::csv_rows::CsvFault;
 use super::metrics::{
     kaggle_layout_score, kaggle_tile_score, kendall_tau_b, opa, opa_counts, top_k_slowdown,
 };
@@ -43,66 +44,42 @@ pub type Predictions = IndexMap<String, Vec<Option<f64>>>;
 /// in any order; an empty runtime = not costed).
 pub fn read_predictions(path: &Path) -> Result<Predictions, CompareError> {
     let file = path.display().to_string();
-    let input = crate::limits::open(path, crate::limits::CSV_FILE_BYTES)
-        .map_err(|e| CompareError::Data(format!("{file}: {e}")))?;
-    let mut rd = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(input);
     let err = |line: u64, msg: String| CompareError::Csv {
         file: file.clone(),
         line: line as usize,
         msg,
     };
     let mut rows: IndexMap<String, Vec<(usize, Option<f64>, u64)>> = IndexMap::new();
-    let mut header = true;
-    for rec in rd.records() {
-        let rec = rec.map_err(|e| err(e.position().map_or(0, |p| p.line()), e.to_string()))?;
-        let line = rec.position().map_or(0, |p| p.line());
+    let header = ["ID", "config_index", "predicted_runtime_ns"];
+    super::csv_rows::for_each_row(path, &header, |line, rec| {
         let f = |i: usize| rec.get(i).unwrap_or("");
-        if header {
-            header = false;
-            if rec.len() != 3
-                || f(0).trim_start_matches('\u{feff}') != "ID"
-                || f(1) != "config_index"
-                || f(2) != "predicted_runtime_ns"
-            {
-                return Err(err(
-                    line,
-                    format!(
-                        "expected the header 'ID,config_index,predicted_runtime_ns', found '{}'",
-                        rec.iter().collect::<Vec<_>>().join(",")
-                    ),
-                ));
-            }
-            continue;
-        }
-        if rec.len() == 1 && f(0).is_empty() {
-            continue;
-        }
-        if rec.len() != 3 {
-            return Err(err(line, format!("expected 3 fields, found {}", rec.len())));
-        }
         let j: usize = f(1)
             .parse()
-            .map_err(|_| err(line, format!("config_index '{}' is not an index", f(1))))?;
+            .map_err(|_| CsvFault::at(line, format!("config_index '{}' is not an index", f(1))))?;
         let v = if f(2).is_empty() {
             None
         } else {
             let x: f64 = f(2)
                 .parse()
-                .map_err(|_| err(line, format!("'{}' is not a runtime", f(2))))?;
+                .map_err(|_| CsvFault::at(line, format!("'{}' is not a runtime", f(2))))?;
             if !x.is_finite() || x < 0.0 {
-                return Err(err(line, format!("runtime {x} is not a finite number ≥ 0")));
+                return Err(CsvFault::at(
+                    line,
+                    format!("runtime {x} is not a finite number ≥ 0"),
+                ));
             }
             Some(x)
         };
         rows.entry(f(0).to_string()).or_default().push((j, v, line));
-    }
-    if header {
-        return Err(CompareError::Data(format!("{file}: empty")));
-    }
+        Ok(())
+    })
+    .map_err(|f| {
+        if f.line == 0 {
+            CompareError::Data(format!("{file}: {}", f.msg))
+        } else {
+            err(f.line, f.msg)
+        }
+    })?;
     let mut out = Predictions::new();
     for (id, mut v) in rows {
         v.sort_by_key(|x| x.0);

@@ -2,5 +2,6 @@
 //! TpuGraphs / Kaggle "Fast or Slow" metrics (see [`metrics`]).
 
 pub mod compare;
+pub mod csv_rows;
 pub mod metrics;
 pub mod score;

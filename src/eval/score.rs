@@ -5,6 +5,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
+use super::csv_rows::CsvFault;
 use super::metrics::{
     kaggle_final_score, kaggle_layout_score_for_ranking, kaggle_tile_score_for_ranking,
 };
@@ -175,80 +176,21 @@ pub fn npz_runtimes(path: &Path, tile: bool) -> Result<Vec<f64>, ScoreError> {
 /// CSV line: a missing header, a row without two fields, a ranking that is not
 /// `;`-separated indices, an ID given twice.
 pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
-    use crate::limits::{size_text, CSV_FILE_BYTES};
     let file = predictions.display().to_string();
-    let input = crate::limits::open(predictions, CSV_FILE_BYTES)
-        .map_err(|e| ScoreError::Data(format!("{file}: {e}")))?;
-    let csv_err = |line: u64, msg: String| ScoreError::Csv {
-        file: file.clone(),
-        line: line as usize,
-        msg,
-    };
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(NoNul {
-            inner: input,
-            at: 0,
-        });
     let mut out = Vec::new();
     let mut seen: std::collections::HashMap<String, u64> = Default::default();
-    let mut rec = csv::StringRecord::new();
-    let mut header = true;
-    loop {
-        match reader.read_record(&mut rec) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => {
-                let line = e.position().map_or(0, |p| p.line());
-                let msg = match e.kind() {
-                    csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_string(),
-                    csv::ErrorKind::Io(io) => io.to_string(),
-                    _ => e.to_string(),
-                };
-                return Err(csv_err(line, msg));
-            }
-        }
-        let line = rec.position().map_or(0, |p| p.line());
-        let field = |i: usize| rec.get(i).unwrap_or("");
-        if header {
-            header = false;
-            let first = field(0).trim_start_matches('\u{feff}');
-            if rec.len() != 2 || first != "ID" || field(1) != "TopConfigs" {
-                return Err(csv_err(
-                    line,
-                    format!(
-                        "expected the header 'ID,TopConfigs', found '{}'",
-                        rec.iter().collect::<Vec<_>>().join(",")
-                    ),
-                ));
-            }
-            continue;
-        }
-        if rec.len() == 1 && field(0).is_empty() {
-            continue;
-        }
-        if rec.len() != 2 {
-            return Err(csv_err(
-                line,
-                format!("expected 2 fields (ID,TopConfigs), found {}", rec.len()),
-            ));
-        }
-        let id = field(0);
-        let top: Vec<usize> = field(1)
+    super::csv_rows::for_each_row(predictions, &["ID", "TopConfigs"], |line, rec| {
+        let id = rec.get(0).unwrap_or("");
+        let top: Vec<usize> = rec
+            .get(1)
+            .unwrap_or("")
             .split(';')
             .filter(|t| !t.trim().is_empty())
             .map(|t| t.trim().parse::<usize>())
             .collect::<Result<_, _>>()
-            .map_err(|_| {
-                csv_err(
-                    line,
-                    "TopConfigs must be ';'-separated config indices".into(),
-                )
-            })?;
+            .map_err(|_| CsvFault::at(line, "TopConfigs must be ';'-separated config indices"))?;
         if let Some(first) = seen.insert(id.to_string(), line) {
-            return Err(csv_err(
+            return Err(CsvFault::at(
                 line,
                 format!("ID '{id}' is given twice (first on line {first})"),
             ));
@@ -258,46 +200,25 @@ pub fn read_submission(predictions: &Path) -> Result<Vec<Ranking>, ScoreError> {
             top,
             origin: format!("{file}:{line}"),
         });
-    }
-    // The reader stops one byte past the limit: reaching it means the file is larger.
-    if reader.position().byte() > CSV_FILE_BYTES {
-        return Err(ScoreError::Data(format!(
-            "{file}: larger than {}, the most tpusim reads of a prediction CSV",
-            size_text(CSV_FILE_BYTES)
-        )));
-    }
-    if header {
-        return Err(ScoreError::Data(format!(
-            "{file}: empty (expected the header 'ID,TopConfigs')"
-        )));
-    }
+        Ok(())
+    })
+    .map_err(|f| csv_fault(&file, f))?;
     if out.is_empty() {
         return Err(ScoreError::Data(format!("{file}: no predictions")));
     }
     Ok(out)
 }
 
-/// A reader that fails at the first NUL byte: no text file holds one, and binary data
-/// (`/dev/zero`) would otherwise make one endless CSV field.
-struct NoNul<R> {
-    inner: R,
-    at: u64,
-}
-
-impl<R: std::io::Read> std::io::Read for NoNul<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if let Some(i) = memchr::memchr(0, &buf[..n]) {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "binary data, not CSV text (a NUL byte at byte {})",
-                    self.at + i as u64
-                ),
-            ));
+/// A refused prediction CSV as a [`ScoreError`] naming the file (and the line).
+pub(crate) fn csv_fault(file: &str, f: CsvFault) -> ScoreError {
+    if f.line == 0 {
+        ScoreError::Data(format!("{file}: {}", f.msg))
+    } else {
+        ScoreError::Csv {
+            file: file.to_string(),
+            line: f.line as usize,
+            msg: f.msg,
         }
-        self.at += n as u64;
-        Ok(n)
     }
 }
 
