@@ -166,6 +166,24 @@ fn proto_reader_applies_the_shared_module_checks() {
     );
 }
 
+/// Found by the long campaign: a parameter (or module) whose name starts with a digit,
+/// as a `.pb` may give, was printed bare in the signature, which does not parse; it is
+/// printed `%0_0_.1` there, and the text round-trips.
+#[test]
+fn digit_first_names_print_as_text_that_parses() {
+    let text = "HloModule %0mod\n\nENTRY %main (%0_0_.1: f32[4]) -> f32[4] {\n  %0_0_.1 = f32[4]{0} parameter(0)\n  ROOT %n = f32[4]{0} negate(%0_0_.1)\n}\n";
+    let m = tpusim::hlo::parse_module("d.hlo", text).unwrap();
+    assert_eq!(m.name, "0mod");
+    let printed = tpusim::hlo::print_module(&m);
+    assert!(printed.starts_with("HloModule %0mod"), "{printed}");
+    assert!(
+        printed.contains("ENTRY %main (%0_0_.1: f32[4]) -> f32[4]"),
+        "{printed}"
+    );
+    let again = tpusim::hlo::parse_module("d2.hlo", &printed).unwrap();
+    assert_eq!(tpusim::hlo::print_module(&again), printed);
+}
+
 /// A stored zip holding one member `name` with `data`, written by hand.
 fn zip_one(name: &str, data: &[u8]) -> Vec<u8> {
     use std::io::Write;

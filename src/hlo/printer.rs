@@ -10,7 +10,7 @@ use crate::ir::*;
 pub fn print_module(m: &Module) -> String {
     let mut out = String::with_capacity(m.instruction_count() * 96);
     out.push_str("HloModule ");
-    out.push_str(&m.name);
+    write_bare_name(&mut out, &m.name);
     if let Some((params, result)) = &m.attrs.entry_computation_layout {
         out.push_str(", entry_computation_layout={(");
         for (i, p) in params.iter().enumerate() {
@@ -41,6 +41,16 @@ pub fn print_module(m: &Module) -> String {
     out
 }
 
+/// A name where HLO text writes it without `%` (signatures, the module header): as is
+/// when it starts with a letter or `_`, else with `%` (a name that starts with a digit,
+/// which only the `%` form can hold).
+fn write_bare_name(out: &mut String, name: &str) {
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        out.push('%');
+    }
+    out.push_str(name);
+}
+
 /// Print one computation.
 pub fn print_computation(out: &mut String, m: &Module, c: &Computation, is_entry: bool) {
     if is_entry {
@@ -54,7 +64,7 @@ pub fn print_computation(out: &mut String, m: &Module, c: &Computation, is_entry
             out.push_str(", ");
         }
         let ins = c.instr(p);
-        out.push_str(&ins.name);
+        write_bare_name(out, &ins.name);
         out.push_str(": ");
         write_shape(out, &ins.shape, false);
     }
