@@ -59,12 +59,12 @@ impl RunRecipe {
         RunRecipe {
             tpusim: env!("CARGO_PKG_VERSION").to_string(),
             collection: collection.to_string(),
-            configs: o.configs,
-            seed: o.seed,
-            tpu: o.target.clone(),
-            noise: o.noise,
+            configs: o.sample.configs,
+            seed: o.sample.seed,
+            tpu: o.sample.target.clone(),
+            noise: o.sample.noise,
             split: format!("{}/{}/{}", s.train, s.valid, s.test),
-            pad_minus_one: o.pad_minus_one,
+            pad_minus_one: o.sample.pad_minus_one,
             pb: o.write_pb,
         }
     }
@@ -231,7 +231,7 @@ impl ModuleManifest {
 
     /// Record the module as complete with `files` (paths absolute or relative to `OUT`,
     /// with the kernel each holds), written atomically once they are all in place.
-    pub fn write(&self, files: &[(PathBuf, Option<String>)]) -> anyhow::Result<()> {
+    pub fn write(&self, files: &[(PathBuf, Option<String>)]) -> Result<(), ManifestError> {
         let mut files: Vec<Made> = files
             .iter()
             .map(|(f, k)| Made {
@@ -252,6 +252,17 @@ impl ModuleManifest {
         write_file_atomic(&self.path, text.as_bytes())?;
         Ok(())
     }
+}
+
+/// Why a manifest cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    OutDir(#[from] super::outdir::OutDirError),
+    #[error("{0}")]
+    Write(#[from] crate::proto::ProtoError),
 }
 
 /// For a tile-collection file `OUT/npz/tile/xla/<split>/<module>_<fingerprint>.npz`
