@@ -57,8 +57,9 @@ impl Source {
             return Ok(Source::Bytes(b.as_bytes().to_vec()));
         }
         if let Ok(s) = obj.extract::<String>() {
-            // A string naming an existing file is a path, anything else HLO text.
-            if !s.contains('\n') && Path::new(&s).is_file() {
+            // One line that is not the start of a module names a file (which may be
+            // missing: the error then says so); anything else is HLO text.
+            if !s.contains('\n') && !s.trim_start().starts_with("HloModule") {
                 return Ok(Source::Path(PathBuf::from(s)));
             }
             return Ok(Source::Text(s));
@@ -403,7 +404,6 @@ fn on_pool<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> Res
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn sample_options(
     configs: usize,
     seed: u64,

@@ -94,3 +94,12 @@ def test_errors_carry_the_cli_message(cli, tmp_path):
         tpusim.tile_samples(MLP, configs=1)
     with pytest.raises(TypeError):
         tpusim.estimate(42)
+
+
+def test_a_missing_file_is_named(cli, tmp_path):
+    missing = tmp_path / "nope.hlo"
+    r = cli("estimate", missing, check=False)
+    with pytest.raises(tpusim.TpusimError) as e:
+        tpusim.estimate(str(missing))
+    assert str(e.value) == r.stderr.strip()
+    assert str(missing) in str(e.value)

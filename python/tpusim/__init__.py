@@ -8,8 +8,8 @@ command runs), and returns what the command's ``--json`` prints, as plain Python
     est = tpusim.estimate("hlo_samples/mlp_train.hlo", tpu="v3")
     print(est["total_ns"], len(est["kernels"]))
 
-A *module source* is HLO text (``str``), a path (``os.PathLike``, or a ``str`` naming an
-existing file) or the ``bytes`` of a module file (HLO text, ``HloModuleProto``,
+A *module source* is HLO text (``str`` starting with ``HloModule`` or of several lines), a
+path (``os.PathLike``, or any other ``str``) or the ``bytes`` of a module file (HLO text, ``HloModuleProto``,
 ``ModuleTuningData`` or ``TuningData``). Errors raise :class:`TpusimError` with the
 message the command prints. Long calls release the GIL.
 

@@ -6,7 +6,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-Source = Union[str, bytes, os.PathLike[str]]
+Source = Union[str, bytes, os.PathLike[str]]  # text: several lines or "HloModule ..."; else a path
 Config = Union[None, str, os.PathLike[str], Dict[str, Any]]
 ProgressFn = Optional[Callable[[int, int], Any]]
 Sample = Dict[str, np.ndarray]
