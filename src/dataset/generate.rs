@@ -98,13 +98,13 @@ pub enum GenError {
     #[error("{module}: {source}")]
     Compile {
         module: String,
-        source: CompileError,
+        source: Box<CompileError>,
     },
     #[error("{module}: kernel {kernel}: {source}")]
     Lower {
         module: String,
         kernel: String,
-        source: LowerError,
+        source: Box<LowerError>,
     },
     #[error("{module}: kernel {kernel}: {source}")]
     KernelRuntime {
@@ -116,7 +116,7 @@ pub enum GenError {
     Program {
         module: String,
         index: u64,
-        source: ProgramError,
+        source: Box<ProgramError>,
     },
     #[error("{module}: configuration {index}: {source}")]
     ConfigRuntime {
@@ -420,7 +420,7 @@ impl TileKernels {
         let compiled = compile(&input.module, &CompilationConfig::default()).map_err(|e| {
             GenError::Compile {
                 module: input.name.clone(),
-                source: e,
+                source: Box::new(e),
             }
         })?;
         let mut seen = HashSet::new();
@@ -467,7 +467,7 @@ impl TileKernels {
             GenError::Lower {
                 module,
                 kernel,
-                source: e,
+                source: Box::new(e),
             }
         })?
         else {
@@ -895,7 +895,7 @@ fn layout_sample_ev(
     // the module prepared once; the feature rows replay the same stream from its seed.
     let prepared = PreparedModule::new(&input.module).map_err(|e| GenError::Compile {
         module: name.clone(),
-        source: e,
+        source: Box::new(e),
     })?;
     let fresh = LayoutSampler::new(&ev, o.search, seed);
     let mut sampler = fresh.clone();
@@ -917,7 +917,7 @@ fn layout_sample_ev(
                 r.map_err(|e| GenError::Program {
                     module: name.clone(),
                     index: base + j as u64,
-                    source: e,
+                    source: Box::new(e),
                 })
             })
             .collect::<Result<_, _>>()?;

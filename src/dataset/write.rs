@@ -14,6 +14,9 @@ pub const TILE_CONFIG_FEATURES: usize = 24;
 /// Number of layout config features per configurable node.
 pub const LAYOUT_CONFIG_FEATURES: usize = 18;
 
+/// Fills one row of a streamed array (`row` index, values appended to the buffer).
+pub type RowFn<'a> = Box<dyn FnMut(usize, &mut Vec<f32>) + 'a>;
+
 /// The values of one array of a sample.
 pub enum Values<'a> {
     F32(&'a [f32]),
@@ -21,7 +24,7 @@ pub enum Values<'a> {
     I64(&'a [i64]),
     /// float32 produced row by row (`rows` calls, one row of `prod(shape[1..])` values
     /// each), so that a large array is never held whole on its way to a file.
-    F32Rows(Box<dyn FnMut(usize, &mut Vec<f32>) + 'a>),
+    F32Rows(RowFn<'a>),
 }
 
 /// One array of a TpuGraphs sample: its npz member name (without `.npy`), shape and
