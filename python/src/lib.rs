@@ -618,7 +618,13 @@ fn generate(
     let text = py
         .allow_threads(|| {
             on_pool(threads, || {
-                let ins = tpusim::cli::generate_inputs(&inputs).map_err(|e| format!("{e:#}"))?;
+                // No inputs: no modules (the command would take hlo_samples/); the run
+                // still claims the tree and clears what dead runs left in it.
+                let ins = if inputs.is_empty() {
+                    Vec::new()
+                } else {
+                    tpusim::cli::generate_inputs(&inputs).map_err(|e| format!("{e:#}"))?
+                };
                 let r = if tile {
                     gen::generate_tile(&ins, &o, &pr)
                 } else {

@@ -63,8 +63,10 @@ def test_ray_resumes_after_a_lost_worker(cli, cluster, tmp_path):
     a, b = tree(tmp_path / "one"), tree(tmp_path / "ray")
     assert sorted(a) == sorted(b)
     assert [k for k in a if a[k] != b[k]] == []
-    # the retried task skipped the file its dead attempt had finished
+    # the retried task skipped the file its dead attempt had finished, and the temporary
+    # file of the one it died in was cleared
     assert rep["files_skipped"] > 0
+    assert "removed 1 temporary file(s) left by interrupted runs" in rep["notes"]
     assert rep["files_written"] + rep["files_skipped"] == sum(k.endswith(".npz") for k in b)
 
 

@@ -131,7 +131,9 @@ def generate(collection: str,
              threads: Optional[int] = None, progress: Progress = None) -> Dict[str, Any]:
     """``tpusim generate COLLECTION INPUTS --out OUT ...`` (the report its ``--json``
     prints): the same files, the same tree, byte for byte. ``inputs`` are module files
-    (a sequence of paths, or one path); ``shard`` is ``"i/n"`` or ``(i, n)``."""
+    (a sequence of paths, or one path; an empty sequence makes nothing, but still clears
+    the temporary files dead runs left in the collection when no other run writes it);
+    ``shard`` is ``"i/n"`` or ``(i, n)``."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
     if not isinstance(shard, str):

@@ -12,9 +12,10 @@ in whatever order they finish.
 *Resuming.* A module's files are recorded in its manifest once they are complete, and a
 run skips a module whose manifest is current (``docs/generation.md``). When a worker
 dies, Ray runs its task again (``max_retries``); the new attempt skips the modules the
-dead one finished and makes the rest, and the temporary files the dead process left are
-removed by the next run that finds the collection free. Running the same call again
-after a lost driver does the same for the whole job.
+dead one finished and makes the rest. The temporary file of a file the dead process was
+writing is removed by the first run that finds the collection free: at the latest the
+driver's own last step, which claims the tree alone once every task has ended. Running
+the same call again after a lost driver resumes the whole job the same way.
 
 *Progress.* The tasks report each file they finish to a small actor; the driver prints
 ``progress: tile 7/12 files, 21000 configs, 3500 configs/s, ETA 9s`` every
@@ -77,6 +78,12 @@ def merge_reports(reports: Sequence[Dict[str, Any]], seconds: float) -> Dict[str
     }
 
 
+def _collection_dir(collection: str, options: Dict[str, Any]) -> str:
+    if collection == "tile":
+        return "tile/xla"
+    return f"layout/{options.get('source', 'xla')}/{options.get('search', 'random')}"
+
+
 def _run_shard(collection: str, files: List[str], out: str, options: Dict[str, Any],
                tracker) -> Dict[str, Any]:
     """One shard, file by file (what a Ray task runs)."""
@@ -99,6 +106,10 @@ def _run_shard(collection: str, files: List[str], out: str, options: Dict[str, A
             else:
                 os.write(fd, f"{os.getpid()} after {f}\n".encode())
                 os.close(fd)
+                # and die as if in the middle of the next file: its temporary file stays
+                left = Path(out) / "npz" / _collection_dir(collection, options)
+                left.mkdir(parents=True, exist_ok=True)
+                (left / f".crash.npz.{os.getpid()}.0.tmp").write_bytes(b"PK\x03\x04")
                 os._exit(1)
     return merge_reports(reports, time.monotonic() - start)
 
@@ -198,9 +209,12 @@ def generate(collection: str, inputs: Sequence[os.PathLike], out: os.PathLike, *
         if isinstance(cause, tpusim.TpusimError):
             raise tpusim.TpusimError(str(cause)) from None
         raise
+    # Alone in the tree now: clear what workers that died mid-file left (a run with no
+    # inputs makes nothing else).
+    tidy = tpusim.generate(collection, [], out, **options)
     report(final=True)
     ray.kill(tracker)
-    return merge_reports(reports, time.monotonic() - start)
+    return merge_reports(reports + [tidy], time.monotonic() - start)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
