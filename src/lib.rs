@@ -7,6 +7,7 @@
 //! `dataset` / `eval` / `sweep` / `report`.
 
 pub mod analysis;
+pub mod atomic;
 pub mod cli;
 pub mod dataset;
 pub mod eval;
@@ -18,5 +19,6 @@ pub mod passes;
 pub mod progress;
 pub mod proto;
 pub mod report;
+pub mod rng;
 pub mod sweep;
 pub mod tpu;

@@ -555,7 +555,7 @@ fn output_tree_faults() {
     let train = out.join("npz/tile/xla/train");
     let stale = [
         train.join(".mlp_train_0000000000000000.npz.4242.0.tmp"),
-        out.join("manifest/tile/.mlp_train.json.tmp4242"),
+        out.join("manifest/tile/.mlp_train.json.4242.Xy12ab.tmp"),
     ];
     for f in &stale {
         std::fs::write(f, vec![0u8; 1000]).unwrap();

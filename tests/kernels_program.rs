@@ -529,3 +529,50 @@ ENTRY %main (x: f32[512,1024], y: f32[512,1024], z: f32[256,1024], w: bf16[512,1
     assert!(close(row(&e, "a").total_ns, row(&e, "b").total_ns));
     assert!(row(&e, "c").total_ns < row(&e, "a").total_ns);
 }
+
+/// The compiled kernel list (`compile --emit json`) and the program estimate read one
+/// trip-count analysis: they agree on every form of loop, the backend_config one included.
+#[test]
+fn kernel_list_and_estimate_agree_on_trip_counts() {
+    let cases = [
+        (
+            loop_module("7", r#", backend_config={"known_trip_count":{"n":"10"}}"#),
+            Some(10),
+        ),
+        (loop_module("12", ""), Some(12)),
+        (
+            module(&LOOP.replace("LIMIT", "12").replace("CONFIG", "").replace(
+                "%next = s32[] add(%i, %one)",
+                "%next = s32[] subtract(%i, %one)",
+            )),
+            None,
+        ),
+        (
+            module(
+                &LOOP
+                    .replace("LIMIT", "0")
+                    .replace("CONFIG", "")
+                    .replace("%zero = s32[] constant(0)", "%zero = s32[] constant(9)")
+                    .replace(
+                        "%next = s32[] add(%i, %one)",
+                        "%next = s32[] subtract(%i, %one)",
+                    )
+                    .replace("direction=LT", "direction=GT"),
+            ),
+            Some(9),
+        ),
+    ];
+    for (m, want) in cases {
+        let lp = LoweredProgram::new(&m).unwrap();
+        assert_eq!(lp.loops[0].1, want.unwrap_or(DEFAULT_TRIP_COUNT));
+        let c = tpusim::passes::compile(&m, &Default::default()).unwrap();
+        let sites: Vec<_> = c
+            .kernels
+            .iter()
+            .filter_map(|k| k.call_site.as_ref())
+            .filter(|s| s.role == "body")
+            .collect();
+        assert!(!sites.is_empty());
+        assert!(sites.iter().all(|s| s.trip_count == want), "{sites:?}");
+    }
+}

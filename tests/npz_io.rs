@@ -307,11 +307,12 @@ fn header_parser_accepts_numpy_variants_and_rejects_bad_ones() {
     ];
     for (major, dict, needle) in bad {
         let e = read_npy_header(&mut Cursor::new(mk(major, dict))).unwrap_err();
-        assert!(e.contains(needle), "{dict}: {e}");
+        assert!(e.0.contains(needle), "{dict}: {e}");
     }
     assert!(
         read_npy_header(&mut Cursor::new(b"PK\x03\x04xxxxxxx".to_vec()))
             .unwrap_err()
+            .0
             .contains("magic")
     );
 }

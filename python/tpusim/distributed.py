@@ -109,7 +109,7 @@ def _run_shard(collection: str, files: List[str], out: str, options: Dict[str, A
                 # and die as if in the middle of the next file: its temporary file stays
                 left = Path(out) / "npz" / _collection_dir(collection, options)
                 left.mkdir(parents=True, exist_ok=True)
-                (left / f".crash.npz.{os.getpid()}.0.tmp").write_bytes(b"PK\x03\x04")
+                (left / f".crash.npz.{os.getpid()}.a1b2c3.tmp").write_bytes(b"PK\x03\x04")
                 os._exit(1)
     return merge_reports(reports, time.monotonic() - start)
 

@@ -250,6 +250,95 @@ fn log2_floor(n: u64) -> u64 {
     }
 }
 
+/// Flops of a dot, as XLA's `HloCostAnalysis` counts them: 2 × output elements × the
+/// product of the lhs contracting dims. The one dot flop count (the kernel model's MXU
+/// work is this too).
+pub fn dot_flops(out_elements: f64, lhs_dims: &[i64], dims: Option<&crate::ir::DotDims>) -> f64 {
+    let k: f64 = dims
+        .map(|d| {
+            d.lhs_contracting
+                .iter()
+                .map(|&i| {
+                    usize::try_from(i)
+                        .ok()
+                        .and_then(|i| lhs_dims.get(i))
+                        .copied()
+                        .unwrap_or(1) as f64
+                })
+                .product()
+        })
+        .unwrap_or(1.0);
+    2.0 * out_elements * k
+}
+
+/// Flops a convolution performs on the MXU: 2 × output elements × the kernel window ×
+/// the kernel's input features. Every window position is multiplied, padding and
+/// dilation holes included (the MXU does not skip them), so this is at least
+/// [`conv_flops`], which counts only products of real input elements (XLA's count).
+/// Without convolution dims: 2 × output elements.
+pub fn conv_window_flops(
+    out_elements: f64,
+    rhs_dims: &[i64],
+    dims: Option<&crate::ir::ConvDims>,
+) -> f64 {
+    let Some(cd) = dims else {
+        return 2.0 * out_elements;
+    };
+    let at = |d: i64| -> f64 {
+        usize::try_from(d)
+            .ok()
+            .and_then(|d| rhs_dims.get(d))
+            .copied()
+            .unwrap_or(1) as f64
+    };
+    let spatial: f64 = cd.kernel_spatial.iter().map(|&d| at(d)).product();
+    2.0 * out_elements * spatial * at(cd.kernel_input_feature)
+}
+
+/// Flops of a convolution as XLA's `HloCostAnalysis` counts them: 2 × the
+/// multiply-adds whose input element is real (not padding, not a dilation hole), over
+/// feature and batch groups. 0 without array operands or convolution dims.
+pub fn conv_flops(instr: &Instruction, lhs: Option<&Shape>, rhs: Option<&Shape>) -> f64 {
+    let (l, r, o) = match (
+        lhs.and_then(|s| s.as_array()),
+        rhs.and_then(|s| s.as_array()),
+        instr.shape.as_array(),
+    ) {
+        (Some(l), Some(r), Some(o)) => (l, r, o),
+        _ => return 0.0,
+    };
+    let cd = match instr.attrs.conv_dims.as_deref() {
+        Some(c) => c,
+        None => return 0.0,
+    };
+    let dim = |a: &ArrayShape, i: i64| -> i64 {
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| a.dims.get(i))
+            .copied()
+            .unwrap_or(1)
+    };
+    let input_feature = dim(l, cd.input_feature);
+    let output_feature = dim(o, cd.output_feature);
+    let batch = dim(l, cd.input_batch);
+    let default_window = Window::default();
+    let w = instr.attrs.window.as_deref().unwrap_or(&default_window);
+    let mut positions: i64 = 1;
+    for (i, wd) in w.dims.iter().enumerate() {
+        let k = cd.kernel_spatial.get(i).map(|&d| dim(r, d)).unwrap_or(1);
+        let out = cd.output_spatial.get(i).map(|&d| dim(o, d)).unwrap_or(1);
+        let inp = cd.input_spatial.get(i).map(|&d| dim(l, d)).unwrap_or(1);
+        positions = positions.saturating_mul(valid_positions(inp, k, out, wd));
+    }
+    let fgc = instr.attrs.feature_group_count.unwrap_or(1).max(1);
+    let bgc = instr.attrs.batch_group_count.unwrap_or(1).max(1);
+    let fma = (input_feature / fgc) as f64
+        * output_feature as f64
+        * (batch / bgc) as f64
+        * positions as f64;
+    2.0 * fma
+}
+
 /// Number of (output, kernel) index pairs of one spatial dimension that land on a
 /// real (not padded, not dilation-hole) input element; XLA's exact loop with its
 /// two shortcuts.
@@ -499,31 +588,14 @@ impl<'m> CostAnalyzer<'m> {
             }
             O::Dot => {
                 let lhs = opshape(0).map(|s| s.dims()).unwrap_or(&[]);
-                let k: f64 = instr
-                    .attrs
-                    .dot_dims
-                    .as_ref()
-                    .map(|d| {
-                        d.lhs_contracting
-                            .iter()
-                            .map(|&i| {
-                                usize::try_from(i)
-                                    .ok()
-                                    .and_then(|i| lhs.get(i))
-                                    .copied()
-                                    .unwrap_or(1) as f64
-                            })
-                            .product()
-                    })
-                    .unwrap_or(1.0);
                 Cost {
-                    flops: 2.0 * out_elems * k,
+                    flops: dot_flops(out_elems, lhs, instr.attrs.dot_dims.as_deref()),
                     transcendentals: 0.0,
                     bytes_accessed: default_bytes(),
                 }
             }
             O::Convolution => Cost {
-                flops: self.conv_flops(instr, opshape(0), opshape(1)),
+                flops: conv_flops(instr, opshape(0), opshape(1)),
                 transcendentals: 0.0,
                 bytes_accessed: default_bytes(),
             },
@@ -679,47 +751,6 @@ impl<'m> CostAnalyzer<'m> {
             ),
             _ => bytes_only(default_bytes()),
         }
-    }
-
-    fn conv_flops(&self, instr: &Instruction, lhs: Option<&Shape>, rhs: Option<&Shape>) -> f64 {
-        let (l, r, o) = match (
-            lhs.and_then(|s| s.as_array()),
-            rhs.and_then(|s| s.as_array()),
-            instr.shape.as_array(),
-        ) {
-            (Some(l), Some(r), Some(o)) => (l, r, o),
-            _ => return 0.0,
-        };
-        let cd = match instr.attrs.conv_dims.as_deref() {
-            Some(c) => c,
-            None => return 0.0,
-        };
-        let dim = |a: &ArrayShape, i: i64| -> i64 {
-            usize::try_from(i)
-                .ok()
-                .and_then(|i| a.dims.get(i))
-                .copied()
-                .unwrap_or(1)
-        };
-        let input_feature = dim(l, cd.input_feature);
-        let output_feature = dim(o, cd.output_feature);
-        let batch = dim(l, cd.input_batch);
-        let default_window = Window::default();
-        let w = instr.attrs.window.as_deref().unwrap_or(&default_window);
-        let mut positions: i64 = 1;
-        for (i, wd) in w.dims.iter().enumerate() {
-            let k = cd.kernel_spatial.get(i).map(|&d| dim(r, d)).unwrap_or(1);
-            let out = cd.output_spatial.get(i).map(|&d| dim(o, d)).unwrap_or(1);
-            let inp = cd.input_spatial.get(i).map(|&d| dim(l, d)).unwrap_or(1);
-            positions = positions.saturating_mul(valid_positions(inp, k, out, wd));
-        }
-        let fgc = instr.attrs.feature_group_count.unwrap_or(1).max(1);
-        let bgc = instr.attrs.batch_group_count.unwrap_or(1).max(1);
-        let fma = (input_feature / fgc) as f64
-            * output_feature as f64
-            * (batch / bgc) as f64
-            * positions as f64;
-        2.0 * fma
     }
 
     fn reduce_window_count(&self, instr: &Instruction, out: &Shape) -> f64 {

@@ -16,6 +16,7 @@ pub mod error;
 pub mod infer;
 pub mod report;
 pub mod verify;
+pub mod while_loop;
 
 pub use compiled_for::{compiled_for, Backend, CompiledFor, Mark};
 pub use cost::{

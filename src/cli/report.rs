@@ -78,7 +78,7 @@ pub fn roofline_cmd(a: RooflineArgs) -> Result<i32> {
     }
     if let Some(path) = &a.out {
         let title = roofline_title(&a.file.display().to_string(), &r);
-        let svg = r.to_svg(&title, a.top).map_err(anyhow::Error::msg)?;
+        let svg = r.to_svg(&title, a.top)?;
         write_file_atomic(path, svg.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }

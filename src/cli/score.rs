@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 use super::compile::target;
-use super::replay::predict_runs;
+use crate::dataset::replay::predict_runs;
 use crate::eval::score::{
     check_complete, npz_of, npz_runtimes, read_submission, score_rankings, split_ids, Ranking,
     ScoreReport,
@@ -132,7 +132,7 @@ fn analytical_rankings(
             anyhow::anyhow!("{}: not the twin of {}: {e}", pb.display(), npz.display())
         })?;
         bar.inc_length(mt.runs.len() as u64);
-        let pred = predict_runs(&mt, target, &bar)
+        let pred = predict_runs(&mt, target, &|| bar.inc(1))
             .with_context(|| format!("predicting {}", pb.display()))?;
         let key = |j: usize| pred[runs[j]].as_ref().copied().unwrap_or(f64::INFINITY);
         let mut top: Vec<usize> = (0..runs.len()).collect();

@@ -144,7 +144,7 @@ fn tile(a: TileArgs) -> Result<i32> {
         }
     };
     write_outputs(c, &s.to_csv(), || {
-        plot::tile_svg(&s).map_err(anyhow::Error::msg)
+        plot::tile_svg(&s).map_err(anyhow::Error::from)
     })?;
     if c.json {
         outln!("{}", serde_json::to_string_pretty(&s)?)?;
@@ -243,7 +243,7 @@ fn layout(a: LayoutArgs) -> Result<i32> {
     };
     pb.finish_and_clear();
     write_outputs(c, &s.to_csv(), || {
-        plot::layout_svg(&s).map_err(anyhow::Error::msg)
+        plot::layout_svg(&s).map_err(anyhow::Error::from)
     })?;
     if c.json {
         outln!("{}", serde_json::to_string_pretty(&s)?)?;

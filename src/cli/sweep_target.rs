@@ -66,7 +66,7 @@ pub fn sweep_target(a: TargetArgs) -> Result<i32> {
     }
     if let Some(path) = &a.plot {
         let title = format!("{}: program time per target", a.file.display());
-        let svg = s.to_svg(&title, a.top).map_err(anyhow::Error::msg)?;
+        let svg = s.to_svg(&title, a.top)?;
         write_file_atomic(path, svg.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }

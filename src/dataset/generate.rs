@@ -42,7 +42,6 @@ use super::graph::{GraphEncoding, GraphError};
 use super::kernel_module::{fingerprint, kernel_module};
 use super::layout_eval::LayoutEvalError;
 use super::layout_eval::{LayoutEvaluator, NodeChoice};
-use super::manifest::ManifestError;
 use super::manifest::{ModuleManifest, Recipe, RunRecipe, Status};
 use super::npz::NpzError;
 use super::outdir::{claim, create_dir, OutDirError};
@@ -52,7 +51,8 @@ use crate::ir::{Dims, Module};
 use crate::kernels::{lower_kernel_full, LowerError, ProgramError};
 use crate::passes::{compile, CompilationConfig, CompileError, CompiledModule, PreparedModule};
 use crate::proto::ProtoError;
-use crate::tpu::{default_tile, estimate, sample_tiles, SplitMix64, TileConfig, TpuTarget};
+use crate::rng::SplitMix64;
+use crate::tpu::{default_tile, estimate, sample_tiles, TileConfig, TpuTarget};
 
 /// Layout search mode, as in TpuGraphs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,8 +137,6 @@ pub enum GenError {
     Proto(#[from] ProtoError),
     #[error("{0}")]
     OutDir(#[from] OutDirError),
-    #[error("{0}")]
-    Manifest(#[from] ManifestError),
 }
 
 /// Where generation reports how far it is: items to do (`grow`, `shrink`) and done

@@ -21,7 +21,6 @@ use super::generate::GenOptions;
 use super::kernel_module::fnv1a;
 use crate::hlo::print_module;
 use crate::ir::Module;
-use crate::proto::tuning::write_file_atomic;
 
 /// Everything that decides the bytes of a module's files: the run's options and the
 /// module. (Serialised flat: one JSON object with the keys of both.)
@@ -231,7 +230,10 @@ impl ModuleManifest {
 
     /// Record the module as complete with `files` (paths absolute or relative to `OUT`,
     /// with the kernel each holds), written atomically once they are all in place.
-    pub fn write(&self, files: &[(PathBuf, Option<String>)]) -> Result<(), ManifestError> {
+    pub fn write(
+        &self,
+        files: &[(PathBuf, Option<String>)],
+    ) -> Result<(), super::outdir::OutDirError> {
         let mut files: Vec<Made> = files
             .iter()
             .map(|(f, k)| Made {
@@ -240,29 +242,21 @@ impl ModuleManifest {
             })
             .collect();
         files.sort_by(|a, b| a.file.cmp(&b.file));
+        // Serialising plain data cannot fail; were it to, the write fails with it.
+        let json =
+            |e: serde_json::Error| super::outdir::io(&self.path, "write")(std::io::Error::other(e));
         let m = ManifestFile {
-            recipe: serde_json::to_value(&self.recipe)?,
+            recipe: serde_json::to_value(&self.recipe).map_err(json)?,
             files,
         };
         if let Some(dir) = self.path.parent() {
             super::outdir::create_dir(dir)?;
         }
-        let mut text = serde_json::to_string_pretty(&m)?;
+        let mut text = serde_json::to_string_pretty(&m).map_err(json)?;
         text.push('\n');
-        write_file_atomic(&self.path, text.as_bytes())?;
-        Ok(())
+        crate::atomic::write_atomic(&self.path, text.as_bytes())
+            .map_err(super::outdir::io(&self.path, "write"))
     }
-}
-
-/// Why a manifest cannot be written.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    #[error("{0}")]
-    Json(#[from] serde_json::Error),
-    #[error("{0}")]
-    OutDir(#[from] super::outdir::OutDirError),
-    #[error("{0}")]
-    Write(#[from] crate::proto::ProtoError),
 }
 
 /// For a tile-collection file `OUT/npz/tile/xla/<split>/<module>_<fingerprint>.npz`

@@ -14,4 +14,5 @@ pub mod npz;
 pub mod opcodes;
 pub mod outdir;
 pub mod plan;
+pub mod replay;
 pub mod write;

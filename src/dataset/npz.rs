@@ -20,10 +20,10 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use indexmap::IndexMap;
 use serde::Serialize;
@@ -165,7 +165,7 @@ impl DType {
     /// (`|`) and native (`=`, this crate only supports little-endian hosts'
     /// files) byte-order marks. Big-endian and other types give `Err` with a
     /// reason.
-    pub fn from_descr(descr: &str) -> Result<DType, String> {
+    pub fn from_descr(descr: &str) -> Result<DType, NpyHeaderError> {
         let (order, code) = match descr.as_bytes().first() {
             Some(b'<' | b'|' | b'=' | b'>') => descr.split_at(1),
             _ => ("", descr),
@@ -177,13 +177,15 @@ impl DType {
             "i8" => DType::I64,
             "u1" => DType::U8,
             _ => {
-                return Err(format!(
+                return Err(NpyHeaderError(format!(
                     "unsupported dtype descriptor '{descr}' (supported: <f4 <f8 <i4 <i8 |u1)"
-                ))
+                )))
             }
         };
         if order == ">" && dt != DType::U8 {
-            return Err(format!("big-endian dtype '{descr}' is not supported"));
+            return Err(NpyHeaderError(format!(
+                "big-endian dtype '{descr}' is not supported"
+            )));
         }
         Ok(dt)
     }
@@ -509,7 +511,7 @@ enum Tok {
     Punct(char),
 }
 
-fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
+fn tokenize(s: &str) -> Result<Vec<Tok>, NpyHeaderError> {
     let mut toks = Vec::new();
     let mut it = s.char_indices().peekable();
     while let Some(&(_, c)) = it.peek() {
@@ -563,7 +565,9 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
             toks.push(Tok::Punct(c));
             it.next();
         } else {
-            return Err(format!("unexpected character {c:?} in header"));
+            return Err(NpyHeaderError(format!(
+                "unexpected character {c:?} in header"
+            )));
         }
     }
     Ok(toks)
@@ -571,7 +575,7 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
 
 /// Parses the header dictionary text (`{'descr': ..., 'fortran_order': ...,
 /// 'shape': (...), }`).
-fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), String> {
+fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), NpyHeaderError> {
     let toks = tokenize(text)?;
     let mut pos = 0usize;
     let next = |pos: &mut usize| -> Option<&Tok> {
@@ -589,10 +593,14 @@ fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), String> {
         let key = match next(&mut pos) {
             Some(Tok::Punct('}')) => break,
             Some(Tok::Str(k)) => k.clone(),
-            other => return Err(format!("expected a key in header dict, found {other:?}")),
+            other => {
+                return Err(NpyHeaderError(format!(
+                    "expected a key in header dict, found {other:?}"
+                )))
+            }
         };
         if next(&mut pos) != Some(&Tok::Punct(':')) {
-            return Err(format!("expected ':' after key '{key}'"));
+            return Err(NpyHeaderError(format!("expected ':' after key '{key}'")));
         }
         match key.as_str() {
             "descr" => match next(&mut pos) {
@@ -600,12 +608,16 @@ fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), String> {
                 Some(Tok::Punct('[')) => {
                     return Err("structured dtypes are not supported".into());
                 }
-                other => return Err(format!("bad 'descr' value {other:?}")),
+                other => return Err(NpyHeaderError(format!("bad 'descr' value {other:?}"))),
             },
             "fortran_order" => match next(&mut pos) {
                 Some(Tok::Ident(b)) if b == "True" => fortran = Some(true),
                 Some(Tok::Ident(b)) if b == "False" => fortran = Some(false),
-                other => return Err(format!("bad 'fortran_order' value {other:?}")),
+                other => {
+                    return Err(NpyHeaderError(format!(
+                        "bad 'fortran_order' value {other:?}"
+                    )))
+                }
             },
             "shape" => {
                 if next(&mut pos) != Some(&Tok::Punct('(')) {
@@ -620,20 +632,34 @@ fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), String> {
                             match next(&mut pos) {
                                 Some(Tok::Punct(',')) => {}
                                 Some(Tok::Punct(')')) => break,
-                                other => return Err(format!("bad token in shape: {other:?}")),
+                                other => {
+                                    return Err(NpyHeaderError(format!(
+                                        "bad token in shape: {other:?}"
+                                    )))
+                                }
                             }
                         }
-                        other => return Err(format!("bad token in shape: {other:?}")),
+                        other => {
+                            return Err(NpyHeaderError(format!("bad token in shape: {other:?}")))
+                        }
                     }
                 }
                 shape = Some(dims);
             }
-            other => return Err(format!("unexpected key '{other}' in header")),
+            other => {
+                return Err(NpyHeaderError(format!(
+                    "unexpected key '{other}' in header"
+                )))
+            }
         }
         match next(&mut pos) {
             Some(Tok::Punct(',')) => {}
             Some(Tok::Punct('}')) => break,
-            other => return Err(format!("expected ',' or '}}' in header, found {other:?}")),
+            other => {
+                return Err(NpyHeaderError(format!(
+                    "expected ',' or '}}' in header, found {other:?}"
+                )))
+            }
         }
     }
     if pos != toks.len() {
@@ -645,11 +671,22 @@ fn parse_header_dict(text: &str) -> Result<(DType, bool, Vec<usize>), String> {
     }
 }
 
+/// Why an NPY header could not be read (callers attach the file and member names).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NpyHeaderError(pub String);
+
+impl From<&str> for NpyHeaderError {
+    fn from(s: &str) -> Self {
+        NpyHeaderError(s.to_string())
+    }
+}
+
 /// Reads and parses an NPY header from `r` (positioned at the magic).
 /// Returns `Err(reason)`; callers attach file and member names.
-pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, String> {
+pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, NpyHeaderError> {
     let mut pre = [0u8; 8];
-    read_full(r, &mut pre).map_err(|e| format!("cannot read NPY preamble: {e}"))?;
+    read_full(r, &mut pre).map_err(|e| NpyHeaderError(format!("cannot read NPY preamble: {e}")))?;
     if &pre[..6] != NPY_MAGIC {
         return Err("not an NPY array (bad magic)".into());
     }
@@ -657,24 +694,33 @@ pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, String> {
     let (len, prefix) = match version.0 {
         1 => {
             let mut b = [0u8; 2];
-            read_full(r, &mut b).map_err(|e| format!("cannot read header length: {e}"))?;
+            read_full(r, &mut b)
+                .map_err(|e| NpyHeaderError(format!("cannot read header length: {e}")))?;
             (usize::from(u16::from_le_bytes(b)), 10)
         }
         2 | 3 => {
             let mut b = [0u8; 4];
-            read_full(r, &mut b).map_err(|e| format!("cannot read header length: {e}"))?;
+            read_full(r, &mut b)
+                .map_err(|e| NpyHeaderError(format!("cannot read header length: {e}")))?;
             let l = usize::try_from(u32::from_le_bytes(b)).unwrap_or(usize::MAX);
             (l, 12)
         }
-        v => return Err(format!("unsupported NPY version {v}.{}", version.1)),
+        v => {
+            return Err(NpyHeaderError(format!(
+                "unsupported NPY version {v}.{}",
+                version.1
+            )))
+        }
     };
     if len > MAX_HEADER_LEN {
-        return Err(format!("NPY header of {len} bytes is too long"));
+        return Err(NpyHeaderError(format!(
+            "NPY header of {len} bytes is too long"
+        )));
     }
     let mut buf = vec![0u8; len];
-    read_full(r, &mut buf).map_err(|e| format!("cannot read NPY header: {e}"))?;
+    read_full(r, &mut buf).map_err(|e| NpyHeaderError(format!("cannot read NPY header: {e}")))?;
     let text = if version.0 == 3 {
-        String::from_utf8(buf).map_err(|_| "NPY 3.0 header is not UTF-8".to_string())?
+        String::from_utf8(buf).map_err(|_| NpyHeaderError::from("NPY 3.0 header is not UTF-8"))?
     } else {
         buf.iter().map(|&b| char::from(b)).collect()
     };
@@ -687,10 +733,10 @@ pub fn read_npy_header<R: Read>(r: &mut R) -> Result<NpyHeader, String> {
         .and_then(|n| n.checked_mul(dtype.size() as u64))
         .is_none()
     {
-        return Err(format!(
+        return Err(NpyHeaderError(format!(
             "shape {} of {dtype} needs more than 2^64 bytes",
             shape_repr(&shape)
-        ));
+        )));
     }
     Ok(NpyHeader {
         dtype,
@@ -753,8 +799,6 @@ const ZIP64_MEMBER_THRESHOLD: u64 = u32::MAX as u64;
 /// Elements converted per write call when streaming.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
 /// Writes an `.npz` archive atomically: data go to a hidden temporary file
 /// in the destination folder, [`NpzWriter::finish`] syncs and renames it.
 /// Dropping an unfinished writer deletes the temporary file.
@@ -766,7 +810,8 @@ pub struct NpzWriter {
     zip: Option<ZipWriter<Sink>>,
     /// Shared with the [`Sink`]: set when the archive is abandoned.
     discard: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    tmp_path: PathBuf,
+    /// The temporary file (None once renamed into place).
+    out: Option<crate::atomic::AtomicFile>,
     final_path: PathBuf,
     compression: Compression,
     names: BTreeSet<String>,
@@ -781,7 +826,7 @@ impl fmt::Debug for NpzWriter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NpzWriter")
             .field("final_path", &self.final_path)
-            .field("tmp_path", &self.tmp_path)
+            .field("out", &self.out)
             .field("compression", &self.compression)
             .field("members", &self.names)
             .finish()
@@ -797,30 +842,16 @@ impl NpzWriter {
     /// Starts an archive with the given member compression.
     pub fn create_with(path: impl AsRef<Path>, compression: Compression) -> Result<Self> {
         let final_path = path.as_ref().to_path_buf();
-        let file_name = final_path
-            .file_name()
-            .ok_or_else(|| NpzError::Writer {
-                path: final_path.clone(),
-                reason: "output path has no file name".into(),
-            })?
-            .to_string_lossy()
-            .into_owned();
-        let dir = match final_path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp_path = dir.join(format!(".{file_name}.{}.{n}.tmp", std::process::id()));
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .map_err(|err| NpzError::Io {
-                path: tmp_path.clone(),
-                op: "create temporary file",
-                err,
-            })?;
+        let out = crate::atomic::AtomicFile::create(&final_path).map_err(|err| NpzError::Io {
+            path: final_path.clone(),
+            op: "create temporary file",
+            err,
+        })?;
+        let file = out.file_handle().map_err(|err| NpzError::Io {
+            path: final_path.clone(),
+            op: "create temporary file",
+            err,
+        })?;
         let discard = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let zip = ZipWriter::new(Sink::new(
             BufWriter::with_capacity(1 << 20, file),
@@ -829,7 +860,7 @@ impl NpzWriter {
         Ok(NpzWriter {
             zip: Some(zip),
             discard,
-            tmp_path,
+            out: Some(out),
             final_path,
             compression,
             names: BTreeSet::new(),
@@ -1023,7 +1054,11 @@ impl NpzWriter {
     /// every violation.
     pub fn finish_valid(mut self) -> Result<PathBuf> {
         self.seal()?;
-        let summary = summarize_npz(&self.tmp_path)?;
+        let tmp = match &self.out {
+            Some(o) => o.temporary_path().to_path_buf(),
+            None => return Err(self.usage("writer already finished")),
+        };
+        let summary = summarize_npz(&tmp)?;
         if !summary.violations.is_empty() {
             return Err(self.usage(format!(
                 "the written file breaks the TpuGraphs schema, so it was not kept: {}",
@@ -1050,35 +1085,26 @@ impl NpzWriter {
     }
 
     fn rename_into_place(mut self) -> Result<PathBuf> {
-        fs::rename(&self.tmp_path, &self.final_path).map_err(|err| NpzError::Io {
+        let Some(out) = self.out.take() else {
+            return Err(self.usage("writer already finished"));
+        };
+        out.commit().map_err(|err| NpzError::Io {
             path: self.final_path.clone(),
             op: "rename temporary file into place",
             err,
         })?;
-        // Best effort: make the rename durable.
-        if let Some(dir) = self.final_path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        self.tmp_path = PathBuf::new();
         Ok(self.final_path.clone())
     }
 }
 
 impl Drop for NpzWriter {
     fn drop(&mut self) {
-        if !self.tmp_path.as_os_str().is_empty() {
+        if self.out.is_some() {
             // ZipWriter's own Drop finalises the archive (and prints any error of
-            // that): into a sink that now discards, since the file goes away.
+            // that): into a sink that now discards, since the file goes away with
+            // `out`.
             self.discard.store(true, Ordering::Relaxed);
             drop(self.zip.take());
-            let _ = fs::remove_file(&self.tmp_path);
         }
     }
 }
@@ -1352,7 +1378,7 @@ impl<R: Read + Seek> NpzReader<R> {
         let h = read_npy_header(&mut f).map_err(|reason| NpzError::Member {
             path: path.clone(),
             member: member.clone(),
-            reason,
+            reason: reason.0,
         })?;
         // The header alone is believed only as far as the member can hold its data.
         let data = h.data_bytes().unwrap_or(u64::MAX);
@@ -1463,7 +1489,7 @@ impl<R: Read + Seek> NpzReader<R> {
         if f.is_dir() {
             return Err(merr("is a directory, not an array".into()));
         }
-        let header = read_npy_header(&mut f).map_err(&merr)?;
+        let header = read_npy_header(&mut f).map_err(|e| merr(e.0))?;
         let expected = header
             .data_bytes()
             .ok_or_else(|| merr(format!("shape {:?} overflows", header.shape)))?;

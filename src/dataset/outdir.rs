@@ -9,7 +9,7 @@
 //!   so a tree is never a mix of two recipes. The options of the holders are in
 //!   `<collection>.json` beside the lock.
 //! * **Leftovers.** A run that finds itself alone in the collection removes the
-//!   temporary files (`.NAME.PID.N.tmp` of npz files, `.NAME.tmpPID` of the others) that
+//!   temporary files (`.NAME.PID.XXXXXX.tmp`, [`crate::atomic`]) that
 //!   runs killed mid-file left in the collection's folders: no live writer owns them.
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -37,7 +37,10 @@ pub enum OutDirError {
     },
 }
 
-fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(std::io::Error) -> OutDirError + 'a {
+pub(crate) fn io<'a>(
+    path: &'a Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> OutDirError + 'a {
     move |err| OutDirError::Io {
         path: path.to_path_buf(),
         op,
@@ -86,7 +89,8 @@ pub fn claim(
             // Alone: record our options, clean up, then share the lock with equals.
             let mut text = serde_json::to_string_pretty(options).unwrap_or_default();
             text.push('\n');
-            std::fs::write(&opts_path, text).map_err(io(&opts_path, "write"))?;
+            crate::atomic::write_atomic(&opts_path, text.as_bytes())
+                .map_err(io(&opts_path, "write"))?;
             for d in dirs {
                 remove_temporaries(d, &mut removed)?;
             }
@@ -154,25 +158,7 @@ fn differences(theirs: &serde_json::Value, ours: &serde_json::Value) -> String {
     }
 }
 
-/// Whether `name` is a temporary file tpusim writes before a rename:
-/// `.NAME.PID.N.tmp` (npz files) or `.NAME.tmpPID` (`write_file_atomic`).
-pub fn is_temporary(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix('.') else {
-        return false;
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if let Some(stem) = rest.strip_suffix(".tmp") {
-        let mut parts = stem.rsplitn(3, '.');
-        let (n, pid, base) = (parts.next(), parts.next(), parts.next());
-        return matches!((n, pid, base), (Some(n), Some(p), Some(b)) if digits(n) && digits(p) && !b.is_empty());
-    }
-    match rest.rsplit_once(".tmp") {
-        Some((base, pid)) => !base.is_empty() && digits(pid),
-        None => false,
-    }
-}
-
-/// Removes every temporary file (see [`is_temporary`]) below `dir` (absent: nothing).
+/// Removes every temporary file (see [`crate::atomic::is_temporary`]) below `dir` (absent: nothing).
 fn remove_temporaries(dir: &Path, removed: &mut Vec<PathBuf>) -> Result<(), OutDirError> {
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -187,7 +173,8 @@ fn remove_temporaries(dir: &Path, removed: &mut Vec<PathBuf>) -> Result<(), OutD
             let ft = e.file_type().map_err(io(&p, "stat"))?;
             if ft.is_dir() {
                 stack.push(p);
-            } else if ft.is_file() && is_temporary(&e.file_name().to_string_lossy()) {
+            } else if ft.is_file() && crate::atomic::is_temporary(&e.file_name().to_string_lossy())
+            {
                 std::fs::remove_file(&p).map_err(io(&p, "remove leftover temporary file"))?;
                 removed.push(p);
             }
@@ -200,16 +187,6 @@ fn remove_temporaries(dir: &Path, removed: &mut Vec<PathBuf>) -> Result<(), OutD
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn temporary_names() {
-        assert!(is_temporary(".m_0123456789abcdef.npz.4242.0.tmp"));
-        assert!(is_temporary(".m.json.tmp4242"));
-        assert!(!is_temporary("m.npz"));
-        assert!(!is_temporary(".m.npz.tmp"));
-        assert!(!is_temporary(".tmp42"));
-        assert!(!is_temporary(".m.npz.x.0.tmp"));
-    }
 
     #[test]
     fn equal_options_share_other_options_are_refused() {

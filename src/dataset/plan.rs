@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::kernel_module::fnv1a;
-use crate::tpu::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// A TpuGraphs split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,11 +42,20 @@ impl Default for SplitRatios {
     }
 }
 
+/// A `--split` or `--shard` value that is not one (the message names the option).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct OptionValueError(pub String);
+
 impl std::str::FromStr for SplitRatios {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = OptionValueError;
+    fn from_str(s: &str) -> Result<Self, OptionValueError> {
         let parts: Vec<&str> = s.split('/').collect();
-        let bad = || format!("--split '{s}': expected three whole numbers like 80/10/10");
+        let bad = || {
+            OptionValueError(format!(
+                "--split '{s}': expected three whole numbers like 80/10/10"
+            ))
+        };
         if parts.len() != 3 {
             return Err(bad());
         }
@@ -56,7 +65,9 @@ impl std::str::FromStr for SplitRatios {
             .collect::<Result<_, _>>()
             .map_err(|_| bad())?;
         if v.iter().sum::<u32>() == 0 {
-            return Err(format!("--split '{s}': the parts must not all be 0"));
+            return Err(OptionValueError(format!(
+                "--split '{s}': the parts must not all be 0"
+            )));
         }
         Ok(SplitRatios {
             train: v[0],
@@ -96,21 +107,21 @@ impl Default for Shard {
 }
 
 impl std::str::FromStr for Shard {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = OptionValueError;
+    fn from_str(s: &str) -> Result<Self, OptionValueError> {
         let (a, b) = s
             .split_once('/')
-            .ok_or_else(|| format!("--shard '{s}': expected i/n, e.g. 0/4"))?;
+            .ok_or_else(|| OptionValueError(format!("--shard '{s}': expected i/n, e.g. 0/4")))?;
         let index: usize = a
             .trim()
             .parse()
-            .map_err(|_| format!("--shard '{s}': i is not a whole number"))?;
+            .map_err(|_| OptionValueError(format!("--shard '{s}': i is not a whole number")))?;
         let count: usize = b
             .trim()
             .parse()
-            .map_err(|_| format!("--shard '{s}': n is not a whole number"))?;
+            .map_err(|_| OptionValueError(format!("--shard '{s}': n is not a whole number")))?;
         if count == 0 || index >= count {
-            return Err(format!("--shard '{s}': need 0 <= i < n"));
+            return Err(OptionValueError(format!("--shard '{s}': need 0 <= i < n")));
         }
         Ok(Shard { index, count })
     }

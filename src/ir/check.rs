@@ -35,13 +35,26 @@ pub struct CheckError {
     pub message: String,
 }
 
+/// Why an array shape is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeRefusal {
+    #[error("dimension {dim} is negative ({size})")]
+    NegativeDim { dim: usize, size: i64 },
+    /// The shape (as `f32[8,?]`) holds more than [`MAX_ARRAY_ELEMENTS`] elements.
+    #[error("shape {0} has more than 2^40 elements (the most one array may hold)")]
+    TooManyElements(String),
+    /// The shape needs more than [`MAX_ARRAY_BYTES`] bytes.
+    #[error("shape {0} needs more than 1 TiB (the most one array may hold)")]
+    TooManyBytes(String),
+}
+
 /// Why an array shape is refused, if it is: a negative dimension, or a size past the
 /// limits.
-pub fn check_array(a: &ArrayShape) -> Result<(), String> {
+pub fn check_array(a: &ArrayShape) -> Result<(), ShapeRefusal> {
     for (i, &d) in a.dims.iter().enumerate() {
         let unbounded = d == UNBOUNDED_DIM && a.is_dynamic_dim(i);
         if d < 0 && !unbounded {
-            return Err(format!("dimension {i} is negative ({d})"));
+            return Err(ShapeRefusal::NegativeDim { dim: i, size: d });
         }
     }
     let elements = a
@@ -51,20 +64,12 @@ pub fn check_array(a: &ArrayShape) -> Result<(), String> {
         .try_fold(1u64, |n, &d| n.checked_mul(d as u64));
     match elements {
         Some(n) if n <= MAX_ARRAY_ELEMENTS => {}
-        _ => {
-            return Err(format!(
-                "shape {} has more than 2^40 elements (the most one array may hold)",
-                text(a)
-            ))
-        }
+        _ => return Err(ShapeRefusal::TooManyElements(text(a))),
     }
     // Sizes saturate at u64::MAX, which is past the limit too.
     let bytes = a.byte_size().max(a.padded_byte_size());
     if bytes > MAX_ARRAY_BYTES {
-        return Err(format!(
-            "shape {} needs more than 1 TiB (the most one array may hold)",
-            text(a)
-        ));
+        return Err(ShapeRefusal::TooManyBytes(text(a)));
     }
     Ok(())
 }
@@ -86,7 +91,7 @@ fn text(a: &ArrayShape) -> String {
 }
 
 /// Why a shape (any array leaf of it) is refused, if it is.
-pub fn check_shape(s: &Shape) -> Result<(), String> {
+pub fn check_shape(s: &Shape) -> Result<(), ShapeRefusal> {
     // Iterative: tuple nesting is bounded by the front ends, but a walk must not rely on it.
     let mut stack = vec![s];
     while let Some(s) = stack.pop() {
@@ -146,7 +151,7 @@ pub fn check_module(m: &Module) -> Result<(), CheckError> {
             if !is_name(&i.name) {
                 return Err(at(c, Some(i), not_a_name("instruction", &i.name)));
             }
-            check_shape(&i.shape).map_err(|e| at(c, Some(i), e))?;
+            check_shape(&i.shape).map_err(|e| at(c, Some(i), e.to_string()))?;
             if let (None, Some(n)) = (i.async_wrapped, i.opcode.arity()) {
                 let found = c.operand_count(id);
                 if found != n {
@@ -312,17 +317,24 @@ mod tests {
         let ok = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 18]);
         assert_eq!(check_array(&ok), Ok(()));
         let too_many = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 21]);
-        assert!(check_array(&too_many)
-            .unwrap_err()
-            .contains("2^40 elements"));
+        assert_eq!(
+            check_array(&too_many).unwrap_err().to_string(),
+            "shape f32[1048576,2097152] has more than 2^40 elements (the most one array may hold)"
+        );
         let too_big = ArrayShape::new(PrimitiveType::F32, &[1 << 20, 1 << 19]);
-        assert!(check_array(&too_big).unwrap_err().contains("1 TiB"));
+        assert_eq!(
+            check_array(&too_big),
+            Err(ShapeRefusal::TooManyBytes("f32[1048576,524288]".into()))
+        );
         let wraps = ArrayShape::new(PrimitiveType::F32, &[i64::MAX, i64::MAX]);
         assert!(check_array(&wraps).is_err());
         let neg = ArrayShape::new(PrimitiveType::F32, &[4, -1000]);
         assert_eq!(
             check_array(&neg),
-            Err("dimension 1 is negative (-1000)".into())
+            Err(ShapeRefusal::NegativeDim {
+                dim: 1,
+                size: -1000
+            })
         );
         let mut dynamic = ArrayShape::new(PrimitiveType::F32, &[UNBOUNDED_DIM, 8]);
         assert!(check_array(&dynamic).is_err(), "? needs the dynamic bit");

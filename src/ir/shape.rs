@@ -113,6 +113,17 @@ impl ArrayShape {
         }
     }
 
+    /// Width of one element in bits: the layout's `E(n)` when set, else the type's
+    /// storage width ([`PrimitiveType::bit_width`], pred = 8).
+    pub fn element_bits(&self) -> u32 {
+        self.layout
+            .as_ref()
+            .map(|l| l.element_size_in_bits)
+            .filter(|&b| b > 0)
+            .and_then(|b| u32::try_from(b).ok())
+            .unwrap_or_else(|| self.element_type.bit_width())
+    }
+
     /// Bytes as XLA's `ShapeUtil::ByteSizeOf` (ignores tiles; packed if `E(n)` is set).
     pub fn byte_size(&self) -> u64 {
         let n = self.element_count();

@@ -539,50 +539,26 @@ struct HeroDims {
     reduced: Vec<(usize, usize)>,
 }
 
-fn dot_flops(r: &Region, id: InstrId) -> f64 {
-    let out = r.arr(id).map(elements).unwrap_or(0.0);
-    let ins = r.ins(id);
-    let k: f64 = match (&ins.attrs.dot_dims, r.operands(id).first()) {
-        (Some(dd), Some(&lhs)) => {
-            let ld = r.dims(lhs);
-            dd.lhs_contracting
-                .iter()
-                .map(|&d| {
-                    usize::try_from(d)
-                        .ok()
-                        .and_then(|d| ld.get(d))
-                        .copied()
-                        .unwrap_or(1) as f64
-                })
-                .product()
-        }
-        _ => 1.0,
-    };
-    2.0 * out * k
-}
-
-fn conv_flops(r: &Region, id: InstrId) -> f64 {
-    let out = r.arr(id).map(elements).unwrap_or(0.0);
-    let ins = r.ins(id);
-    let (Some(cd), Some(&rhs)) = (&ins.attrs.conv_dims, r.operands(id).get(1)) else {
-        return 2.0 * out;
-    };
-    let kd = r.dims(rhs);
-    let at = |d: i64| -> f64 {
-        usize::try_from(d)
-            .ok()
-            .and_then(|d| kd.get(d))
-            .copied()
-            .unwrap_or(1) as f64
-    };
-    let spatial: f64 = cd.kernel_spatial.iter().map(|&d| at(d)).product();
-    2.0 * out * spatial * at(cd.kernel_input_feature)
-}
-
+/// The MXU work of a dot ([`crate::analysis::cost::dot_flops`]) or convolution
+/// ([`crate::analysis::cost::conv_window_flops`]); 0 for anything else.
 fn mxu_flops(r: &Region, id: InstrId) -> f64 {
+    let out = r.arr(id).map(elements).unwrap_or(0.0);
+    let ins = r.ins(id);
+    let operand_dims = |k: usize| {
+        r.operands(id)
+            .get(k)
+            .map(|&o| r.dims(o))
+            .unwrap_or_default()
+    };
     match r.opcode(id) {
-        Opcode::Dot => dot_flops(r, id),
-        Opcode::Convolution => conv_flops(r, id),
+        Opcode::Dot => {
+            crate::analysis::cost::dot_flops(out, &operand_dims(0), ins.attrs.dot_dims.as_deref())
+        }
+        Opcode::Convolution => crate::analysis::cost::conv_window_flops(
+            out,
+            &operand_dims(1),
+            ins.attrs.conv_dims.as_deref(),
+        ),
         _ => 0.0,
     }
 }

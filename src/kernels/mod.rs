@@ -19,7 +19,7 @@ pub mod program;
 
 pub use lower::{describe, lower_body, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
 pub use program::{
-    compile_program, estimate_program, explain_kernel, find_kernel, tile_overrides, trip_count,
+    compile_program, estimate_program, explain_kernel, find_kernel, tile_overrides,
     CompiledProgram, KernelExplanation, KernelRow, LoweredProgram, PreparedProgram, ProgramError,
     ProgramEstimate, ProgramKernel, SideOutputs, TileOverrides, TripSource, DEFAULT_TRIP_COUNT,
 };

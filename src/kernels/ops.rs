@@ -112,18 +112,11 @@ pub fn is_other_hero(op: Opcode) -> bool {
     )
 }
 
-/// Element width in bits of an array shape (layout `E(n)` wins; pred = 8).
+/// Element width in bits of an array shape for the kernel model
+/// ([`ArrayShape::element_bits`], clamped to the 1..=64 bits the model supports:
+/// complex128 is counted as 64, a documented approximation).
 pub fn elem_bits(a: &ArrayShape) -> u32 {
-    let from_layout = a
-        .layout
-        .as_ref()
-        .map(|l| l.element_size_in_bits)
-        .filter(|&b| b > 0)
-        .and_then(|b| u32::try_from(b).ok());
-    let bits = from_layout.unwrap_or_else(|| a.element_type.bit_width());
-    // The kernel model supports 1..=64 bits; complex128 is counted as 64
-    // (documented approximation).
-    bits.clamp(1, 64)
+    a.element_bits().clamp(1, 64)
 }
 
 /// Size of a dim for the model: bounded dynamic dims use their bound,

@@ -15,7 +15,7 @@ use thiserror::Error;
 
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
 use crate::hlo::printer::{print_computation, print_instruction};
-use crate::ir::{CallRole, CompId, Comparison, InstrId, Module, Opcode};
+use crate::ir::{CallRole, CompId, InstrId, Module, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
     derive, estimate, Bottleneck, Derivation, Estimate, Figure, Formula, KernelDesc, KernelKind,
@@ -26,9 +26,7 @@ use crate::tpu::{
 /// listed use the compiler default ([`crate::tpu::default_tile`]).
 pub type TileOverrides = HashMap<String, TileConfig>;
 
-/// Trip count assumed for a `while` whose count is neither in its
-/// backend_config nor recognisable from a constant induction pattern.
-pub const DEFAULT_TRIP_COUNT: u64 = 1;
+pub use crate::analysis::while_loop::{TripSource, DEFAULT_TRIP_COUNT};
 
 /// A configuration compiled and lowered ([`compile_program`]).
 #[derive(Debug, Clone)]
@@ -119,17 +117,6 @@ pub enum ProgramError {
     /// Computations call each other recursively or nest too deeply.
     #[error("computation `{0}` is called recursively or nested deeper than 64 levels")]
     Recursion(String),
-}
-
-/// Where a `while` trip count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum TripSource {
-    /// `backend_config={"known_trip_count":{"n":"N"}}`.
-    BackendConfig,
-    /// Constant induction variable: `i < C` in the condition, `i + s` in the body.
-    Induction,
-    /// Neither: [`DEFAULT_TRIP_COUNT`].
-    Default,
 }
 
 #[derive(Debug, Clone)]
@@ -279,7 +266,7 @@ impl Walker<'_> {
                         Some(b) => self.walk(b)?,
                         None => vec![],
                     };
-                    let (n, src) = trip_count(module, comp, id);
+                    let (n, src) = crate::analysis::while_loop::trip_count(module, c, id);
                     self.loops.push((ins.name.to_string(), n, src));
                     nodes.push(Node::Loop {
                         trips: n as f64,
@@ -335,137 +322,6 @@ impl Walker<'_> {
         self.cache.insert(comp, nodes.clone());
         Ok(nodes)
     }
-}
-
-fn parse_i64(s: &str) -> Option<i64> {
-    let t = s.trim().trim_matches('"');
-    t.parse::<i64>().ok().or_else(|| {
-        t.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .map(|x| x as i64)
-    })
-}
-
-/// Integer value of a scalar constant (through converts / copies).
-fn const_int(c: &crate::ir::Computation, id: InstrId) -> Option<i64> {
-    let mut cur = id;
-    for _ in 0..4 {
-        let ins = c.instr(cur);
-        match ins.opcode {
-            Opcode::Constant => return ins.attrs.literal.as_deref().and_then(parse_i64),
-            Opcode::Convert | Opcode::Copy | Opcode::Bitcast | Opcode::Reshape => {
-                cur = c.operand(cur, 0)?
-            }
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// Tuple index `i` when `id` is `get-tuple-element(parameter(0)), index=i`.
-fn gte_of_param(c: &crate::ir::Computation, id: InstrId) -> Option<i64> {
-    let ins = c.instr(id);
-    if ins.opcode != Opcode::GetTupleElement {
-        return None;
-    }
-    let p = c.operand(id, 0)?;
-    (c.instr(p).opcode == Opcode::Parameter).then_some(())?;
-    ins.attrs.tuple_index
-}
-
-/// Trip count of a `while`: backend_config `known_trip_count`, else the
-/// constant induction pattern, else [`DEFAULT_TRIP_COUNT`].
-pub fn trip_count(module: &Module, comp: CompId, id: InstrId) -> (u64, TripSource) {
-    let Some(c) = module.computations.get_index(comp).map(|(_, c)| c) else {
-        return (DEFAULT_TRIP_COUNT, TripSource::Default);
-    };
-    let ins = c.instr(id);
-    if let Some(bc) = ins.attrs.backend_config.as_deref() {
-        let text = bc.trim();
-        let text = if text.starts_with('"') {
-            serde_json::from_str::<String>(text).unwrap_or_default()
-        } else {
-            text.to_string()
-        };
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-            let n = v.get("known_trip_count").and_then(|k| k.get("n"));
-            let n = n.and_then(|n| match n {
-                serde_json::Value::String(s) => parse_i64(s),
-                serde_json::Value::Number(x) => x.as_i64(),
-                _ => None,
-            });
-            if let Some(n) = n.filter(|&n| n >= 0) {
-                return (n as u64, TripSource::BackendConfig);
-            }
-        }
-    }
-    induction_trips(module, c, id)
-        .map(|n| (n, TripSource::Induction))
-        .unwrap_or((DEFAULT_TRIP_COUNT, TripSource::Default))
-}
-
-fn induction_trips(module: &Module, c: &crate::ir::Computation, id: InstrId) -> Option<u64> {
-    let ins = c.instr(id);
-    let comp_of = |id| module.computations.get_index(id).map(|(_, c)| c);
-    let cond = comp_of(ins.attrs.called_with(CallRole::Condition)?)?;
-    let body = comp_of(ins.attrs.called_with(CallRole::Body)?)?;
-    let root = cond.instr(cond.root);
-    if root.opcode != Opcode::Compare {
-        return None;
-    }
-    let (a, b) = (cond.operand(cond.root, 0)?, cond.operand(cond.root, 1)?);
-    let mut dir = root.attrs.comparison?;
-    let (idx, limit) = match (gte_of_param(cond, a), const_int(cond, b)) {
-        (Some(i), Some(l)) => (i, l),
-        _ => {
-            let (i, l) = (gte_of_param(cond, b)?, const_int(cond, a)?);
-            dir = match dir {
-                Comparison::Lt => Comparison::Gt,
-                Comparison::Le => Comparison::Ge,
-                Comparison::Gt => Comparison::Lt,
-                Comparison::Ge => Comparison::Le,
-                d => d,
-            };
-            (i, l)
-        }
-    };
-    // body: root tuple element idx = add(gte(param, idx), constant step)
-    let broot = body.instr(body.root);
-    if broot.opcode != Opcode::Tuple {
-        return None;
-    }
-    let upd = body.operand(body.root, usize::try_from(idx).ok()?)?;
-    let ui = body.instr(upd);
-    let (x, y) = (body.operand(upd, 0)?, body.operand(upd, 1)?);
-    let step = match (gte_of_param(body, x), gte_of_param(body, y)) {
-        (Some(i), _) if i == idx => const_int(body, y)?,
-        (_, Some(i)) if i == idx => const_int(body, x)?,
-        _ => return None,
-    };
-    let step = match ui.opcode {
-        Opcode::Add => step,
-        Opcode::Subtract if gte_of_param(body, x) == Some(idx) => -step,
-        _ => return None,
-    };
-    // init: the while operand's tuple element, when it is a constant
-    let init = c
-        .operand(id, 0)
-        .filter(|&t| c.instr(t).opcode == Opcode::Tuple)
-        .and_then(|t| c.operand(t, usize::try_from(idx).ok()?))
-        .and_then(|e| const_int(c, e))
-        .unwrap_or(0);
-    let span = limit as i128 - init as i128;
-    let s = step as i128;
-    let n: i128 = match dir {
-        Comparison::Lt if s > 0 => (span + s - 1).div_euclid(s),
-        Comparison::Le if s > 0 => span.div_euclid(s) + 1,
-        Comparison::Gt if s < 0 => (-span + (-s) - 1).div_euclid(-s),
-        Comparison::Ge if s < 0 => (-span).div_euclid(-s) + 1,
-        Comparison::Ne if s != 0 && span % s == 0 && span / s >= 0 => span / s,
-        _ => return None,
-    };
-    u64::try_from(n.max(0)).ok()
 }
 
 /// Do two kernels cost the same on any target and tile (their descriptions equal but

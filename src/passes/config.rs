@@ -10,7 +10,7 @@ use std::path::Path;
 use super::error::CompileError;
 use super::layout::{complete_layout, written_minor_to_major};
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode, Shape};
-use crate::tpu::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// Opcodes whose layouts a configuration may set.
 ///

@@ -52,13 +52,9 @@ impl PhysicalShape {
     /// From an array shape with a layout (row-major if none).
     pub fn of(a: &ArrayShape) -> Self {
         let m2m = a.minor_to_major();
-        let bits = match a.element_type {
-            PrimitiveType::Pred => 8,
-            t => t.bit_width(),
-        };
         PhysicalShape {
             element_type: a.element_type,
-            element_bits: bits,
+            element_bits: a.element_bits(),
             dims: a.dims.clone(),
             physical_dims: tiling::physical_dims(&a.dims, &m2m),
             minor_to_major: m2m,
@@ -83,13 +79,9 @@ impl PhysicalShape {
         } else {
             SmallVec::new()
         };
-        let bits = match a.element_type {
-            PrimitiveType::Pred => 8,
-            t => t.bit_width(),
-        };
         PhysicalShape {
             element_type: a.element_type,
-            element_bits: bits,
+            element_bits: a.element_bits(),
             dims: SmallVec::from_slice(&a.dims),
             physical_dims: tiling::physical_dims(&a.dims, m2m),
             minor_to_major: SmallVec::from_slice(m2m),
@@ -170,7 +162,7 @@ pub struct CallSite {
     /// `body`, `condition` or `branch N`.
     pub role: String,
     /// Known trip count of the while loop (`body` and `condition`; the condition runs
-    /// once more), if the loop has the canonical counted form.
+    /// once more): [`crate::analysis::while_loop::known_trip_count`] of the input loop.
     pub trip_count: Option<u64>,
 }
 

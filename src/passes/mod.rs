@@ -25,7 +25,6 @@ pub use config::{
     FusionPolicy, KernelRef, LayoutEntry, NodeRef, NodeTable, TileBounds, TileEntry,
     CONFIGURABLE_OPCODES,
 };
-pub use emit::while_trip_count;
 pub use error::CompileError;
 pub use kernel::{
     BodyAttrs, BodyInstr, BodyNode, CallSite, Kernel, KernelBodies, KernelBody, KernelKind,

@@ -51,11 +51,7 @@ pub fn tpu_tiles(et: PrimitiveType, dims: &[i64], m2m: &[i64]) -> SmallVec<[Tile
     if !et.is_array() || et.is_complex() {
         return out;
     }
-    let bits = if et == PrimitiveType::Pred {
-        8
-    } else {
-        et.bit_width()
-    };
+    let bits = et.bit_width();
     if !matches!(bits, 8 | 16 | 32) {
         return out;
     }

@@ -499,39 +499,13 @@ pub fn write_tuning(t: &Tuning) -> Result<Vec<u8>> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder,
-/// then a rename, so a failed write never leaves a half-written file.
+/// Writes `bytes` to `path` atomically ([`crate::atomic::write_atomic`]); the error
+/// names `path`.
 pub fn write_file_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let io = |err| ProtoError::Io {
+    crate::atomic::write_atomic(path, bytes).map_err(|err| ProtoError::Io {
         path: path.to_owned(),
         err,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        io(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "path has no file name",
-        ))
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(err) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(err));
-    }
-    Ok(())
+    })
 }
 
 /// Writes a tuning file to disk atomically.

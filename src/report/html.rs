@@ -395,9 +395,7 @@ impl Report {
 
     fn roofline_section(&self, h: &mut String) -> Result<(), ReportError> {
         let r = &self.roofline;
-        let svg = r
-            .to_svg(&roofline_title(&self.file, r), 8)
-            .map_err(ReportError::Chart)?;
+        let svg = r.to_svg(&roofline_title(&self.file, r), 8)?;
         let _ = writeln!(
             h,
             "<section id=\"roofline\"><h2>Roofline {}</h2><p class=\"note\">Each kernel with FLOPs at its arithmetic intensity and the FLOP/s it achieves; the ceilings are the device's bf16 peak ({:.1} TFLOP/s) and its HBM bandwidth ({:.0} GB/s), meeting at the ridge, {:.1} FLOP/B. A kernel left of the ridge cannot reach the MXU peak however well it is tiled; one far under both ceilings loses its time to padding, re-fetches or overheads.</p><div class=\"chart\">{svg}</div></section>",
@@ -464,7 +462,7 @@ impl Report {
         }
         match &self.tile {
             Some(s) => {
-                let svg = tile_svg(s).map_err(ReportError::Chart)?;
+                let svg = tile_svg(s)?;
                 let _ = writeln!(
                     h,
                     "<p class=\"note\">What <code>tpusim sweep tile {} --kernel {}</code> gives: the kernel under every candidate tile size of each iteration dim, the other dims at the compiler's default tile (ringed); tiles that do not fit VMEM have no time.</p><div class=\"chart\">{svg}</div>",
@@ -512,7 +510,7 @@ impl Report {
                     );
                 }
                 let _ = writeln!(h, "</tbody></table>");
-                let svg = layout_svg(s).map_err(ReportError::Chart)?;
+                let svg = layout_svg(s)?;
                 let _ = writeln!(
                     h,
                     "<p class=\"note\">What <code>tpusim sweep layout {} --node {} --tensor {}</code> gives:</p><div class=\"chart\">{svg}</div>",

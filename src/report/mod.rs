@@ -28,8 +28,8 @@ pub enum ReportError {
     Program(#[from] ProgramError),
     #[error(transparent)]
     Sweep(#[from] SweepError),
-    #[error("drawing a chart: {0}")]
-    Chart(String),
+    #[error(transparent)]
+    Chart(#[from] crate::sweep::plot::ChartError),
 }
 
 /// What a report is made of: the input module and the configuration (for the layout

@@ -210,7 +210,11 @@ impl Roofline {
     /// after it, the dashed achievable-bandwidth line under the HBM one; each kernel a
     /// circle coloured by its bottleneck with its area by its share of the program's
     /// time, the `top` largest labelled.
-    pub fn to_svg(&self, title: &str, top: usize) -> Result<String, String> {
+    pub fn to_svg(
+        &self,
+        title: &str,
+        top: usize,
+    ) -> Result<String, crate::sweep::plot::ChartError> {
         let tf = 1e12;
         let peak = self.peak_flops / tf;
         let (bw, abw) = (self.bandwidth / tf, self.achievable_bandwidth / tf);

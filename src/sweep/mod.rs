@@ -33,8 +33,19 @@ use crate::tpu::{
 /// Why a sweep could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
-    #[error("kernel `{kernel}`: {message}")]
-    Kernel { kernel: String, message: String },
+    #[error(
+        "kernel `{kernel}`: the default tile cannot be evaluated ({source}); nothing to sweep around"
+    )]
+    DefaultTile {
+        kernel: String,
+        source: crate::tpu::ModelError,
+    },
+    #[error("kernel `{kernel}`: tile {tile:?}: {source}")]
+    Tile {
+        kernel: String,
+        tile: Vec<i64>,
+        source: crate::tpu::ModelError,
+    },
     #[error("kernel `{kernel}` has {n_iter} iteration dims; --dim {dim} is not one of them")]
     NoSuchDim {
         kernel: String,
@@ -61,8 +72,20 @@ pub enum SweepError {
         tensor: &'static str,
         rank: usize,
     },
-    #[error("{0}")]
-    Compile(String),
+    #[error(transparent)]
+    Compile(#[from] crate::passes::CompileError),
+    #[error(transparent)]
+    Program(crate::kernels::ProgramError),
+}
+
+/// A compile error stays a compile error whichever stage reports it.
+impl From<crate::kernels::ProgramError> for SweepError {
+    fn from(e: crate::kernels::ProgramError) -> Self {
+        match e {
+            crate::kernels::ProgramError::Compile(c) => SweepError::Compile(c),
+            e => SweepError::Program(e),
+        }
+    }
 }
 
 fn configurable_names() -> String {
@@ -150,15 +173,12 @@ pub fn tile_sweep(
     target: &TpuTarget,
     dims: &[usize],
 ) -> Result<TileSweep, SweepError> {
-    let kerr = |message: String| SweepError::Kernel {
-        kernel: desc.name.clone(),
-        message,
-    };
     let n = desc.n_iter();
-    let default = estimate(desc, &TileConfig::default(), target).map_err(|e| {
-        kerr(format!(
-            "the default tile cannot be evaluated ({e}); nothing to sweep around"
-        ))
+    let default = estimate(desc, &TileConfig::default(), target).map_err(|source| {
+        SweepError::DefaultTile {
+            kernel: desc.name.clone(),
+            source,
+        }
     })?;
     let base: Vec<i64> = default.tile[..n].to_vec();
     let default_config = default_tile(desc, target);
@@ -197,7 +217,13 @@ pub fn tile_sweep(
             let (estimate, vmem_bytes) = match estimate(desc, &cfg, target) {
                 Ok(e) => (Some(e), e.vmem_bytes),
                 Err(ModelError::Infeasible { needed, .. }) => (None, needed),
-                Err(e) => return Err(kerr(format!("tile {tile:?}: {e}"))),
+                Err(source) => {
+                    return Err(SweepError::Tile {
+                        kernel: desc.name.clone(),
+                        tile,
+                        source,
+                    })
+                }
             };
             let bound = bound_of_dim(desc, d)
                 .and_then(|(f, j)| cfg.bound(f, j).map(|b| (format!("{f}[{j}]"), b)));
@@ -398,7 +424,7 @@ pub fn layout_sweep(
             rank,
         });
     }
-    let prepared = PreparedModule::new(module).map_err(|e| SweepError::Compile(e.to_string()))?;
+    let prepared = PreparedModule::new(module)?;
     let mut layouts = vec![Vec::new()];
     layouts.extend(permutations(rank));
     let total = layouts.len();
@@ -406,12 +432,10 @@ pub fn layout_sweep(
         .into_par_iter()
         .map(|layout| {
             let cfg = with_layout(base, node, tensor, &layout);
-            let compiled =
-                compile_program(&prepared, &cfg).map_err(|e| SweepError::Compile(e.to_string()))?;
+            let compiled = compile_program(&prepared, &cfg)?;
             let total_ns = compiled
                 .program
-                .total_ns(target, &tile_overrides(&compiled.kernels))
-                .map_err(|e| SweepError::Compile(e.to_string()))?;
+                .total_ns(target, &tile_overrides(&compiled.kernels))?;
             progress(total);
             Ok(LayoutRow {
                 layout,

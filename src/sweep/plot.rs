@@ -8,9 +8,14 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::{layout_text, LayoutSweep, TileSweep};
 use crate::tpu::Bottleneck;
 
-pub(crate) fn err(e: impl std::fmt::Display) -> String {
-    format!("drawing the chart: {e}")
+pub(crate) fn err(e: impl std::fmt::Display) -> ChartError {
+    ChartError(e.to_string())
 }
+
+/// A chart that plotters could not draw (its message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("drawing the chart: {0}")]
+pub struct ChartError(pub String);
 
 /// A tick label: no more digits than the scale needs (whole numbers without decimals).
 pub(crate) fn short(y: f64) -> String {
@@ -123,7 +128,7 @@ fn marker(k: usize) -> Vec<(i32, i32)> {
 /// own colour, marker and dash pattern so that dims with equal times stay visible. The
 /// default tile of each dim is ringed in black. A tile that does not fit VMEM has no
 /// time: it is marked with its dim's colour in a band along the top edge, labelled.
-pub fn tile_svg(s: &TileSweep) -> Result<String, String> {
+pub fn tile_svg(s: &TileSweep) -> Result<String, ChartError> {
     let feasible: Vec<f64> = s
         .rows
         .iter()
@@ -292,7 +297,7 @@ pub fn tile_svg(s: &TileSweep) -> Result<String, String> {
 /// its ratio to the compiler's choice. The compiler's choice is the red bar (a legend
 /// under the axis says so); layouts are named on the axis up to 48 bars. The time axis
 /// starts at 0, so bar lengths compare as times do (the ratios show small differences).
-pub fn layout_svg(s: &LayoutSweep) -> Result<String, String> {
+pub fn layout_svg(s: &LayoutSweep) -> Result<String, ChartError> {
     let mut order: Vec<usize> = (0..s.rows.len()).collect();
     order.sort_by(|&a, &b| {
         s.rows[a]

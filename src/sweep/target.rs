@@ -207,7 +207,11 @@ impl TargetSweep {
     /// The chart: the program's time on each target as a bar split by bottleneck, and
     /// under it the kernels whose bottleneck changes (up to `top`, largest share first),
     /// one row each, one cell per target coloured by its bottleneck.
-    pub fn to_svg(&self, title: &str, top: usize) -> Result<String, String> {
+    pub fn to_svg(
+        &self,
+        title: &str,
+        top: usize,
+    ) -> Result<String, crate::sweep::plot::ChartError> {
         let changes = self.changes();
         let shown = &changes[..changes.len().min(top)];
         let n = self.targets.len().max(1) as i32;

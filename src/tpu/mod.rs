@@ -35,5 +35,5 @@ pub use model::{estimate, explain, Bottleneck, Estimate};
 pub use target::{HbmPoint, TargetError, TpuTarget};
 pub use tile::{
     bound_of_dim, bounds_tensor, count_candidates, default_tile, dim_alignment, enumerate_tiles,
-    sample_tiles, tile_candidates, tile_extents, tile_sizes, tile_units, SplitMix64, TileConfig,
+    sample_tiles, tile_candidates, tile_extents, tile_sizes, tile_units, TileConfig,
 };

@@ -14,6 +14,7 @@ use super::model::vmem_footprint;
 use super::target::TpuTarget;
 use crate::ir::PrimitiveType;
 use crate::passes::tiling::{row_major, tpu_tiles};
+use crate::rng::SplitMix64;
 
 /// Tile sizes in TpuGraphs `TileSizeConfig` form, with the semantics of the real TPU
 /// tuning data (spec `tpugraphs_real_configs.md` §3): every bound **counts tiles of a
@@ -665,34 +666,6 @@ pub fn enumerate_tiles(desc: &KernelDesc, target: &TpuTarget, limit: usize) -> V
         }
     }
     out
-}
-
-/// SplitMix64 PRNG (Steele, Lea & Flood 2014): tiny, seedable, deterministic.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// New generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform integer in `0..n` (n > 0; returns 0 for n == 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            return 0;
-        }
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
 }
 
 /// Per iteration dim, the element size of every tile count its bound can take (1 up to
