@@ -11,6 +11,10 @@
 //!
 //! and, if any such line was printed, one last line when the job is done. `--quiet`
 //! turns both off. The counters are atomic, so rayon workers tick one `Progress`.
+//!
+//! This is the command line's display: library code reports through small interfaces
+//! (`dataset::generate::GenProgress`, which [`Progress`] implements) and knows nothing
+//! of it.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -208,6 +212,19 @@ impl Progress {
             s.push_str(&format!(", ETA {:.0}s", (len - pos) as f64 / rate));
         }
         s
+    }
+}
+
+/// Generation reports to the counter (and so to the bar or the lines).
+impl crate::dataset::generate::GenProgress for Progress {
+    fn grow(&self, n: u64) {
+        self.inc_length(n);
+    }
+    fn shrink(&self, n: u64) {
+        self.dec_length(n);
+    }
+    fn advance(&self, n: u64) {
+        self.inc(n);
     }
 }
 

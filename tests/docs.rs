@@ -19,19 +19,28 @@
 //!
 //! Commands run under `bash -o pipefail` in a temporary directory holding a copy of
 //! `hlo_samples/` and nothing else (no `../shared`), with `tpusim` on the `PATH` as the
-//! binary under test and `cargo run --release --` rewritten to `tpusim`. One command is
-//! skipped, by exact text: the README's `cargo test --release`, the test suite itself
-//! (running it from inside the suite would recurse).
+//! binary under test and `cargo run --release --` rewritten to `tpusim`. Two commands
+//! are skipped, by exact text: the README's `cargo test --release`, the test suite itself
+//! (running it from inside the suite would recurse), and its `pip install ./python`, which
+//! `.ci/run` runs in a fresh virtualenv before `python/tests/test_readme.py` runs the
+//! README's Python example.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 /// Commands that are not run, with the reason (printed when skipped).
-const SKIPPED: &[(&str, &str)] = &[(
-    "cargo test --release",
-    "the test suite itself: running it from inside the suite would recurse",
-)];
+const SKIPPED: &[(&str, &str)] = &[
+    (
+        "cargo test --release",
+        "the test suite itself: running it from inside the suite would recurse",
+    ),
+    (
+        "pip install ./python",
+        "the Python package: .ci/run installs it so in a fresh virtualenv, and \
+         python/tests/test_readme.py runs the README's Python example",
+    ),
+];
 
 /// One thing a document asks for, at a line of it.
 #[derive(Debug, PartialEq)]

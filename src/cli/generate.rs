@@ -1,13 +1,34 @@
 //! `tpusim generate {tile,layout}` and `tpusim score`.
 
 use anyhow::Result;
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 use super::compile::target;
 use super::input::load_modules;
-use crate::dataset::generate::{generate_layout, generate_tile, GenOptions, Input, Search};
+use crate::dataset::generate::{
+    generate_layout, generate_tile, module_names, GenOptions, Input, SampleOptions, Search,
+};
 use crate::dataset::plan::{Shard, SplitRatios};
+use crate::progress::{Progress, ProgressMode};
+
+/// `--search`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SearchArg {
+    /// Random layouts for every configurable node.
+    Random,
+    /// Perturbations of a few nodes around the compiler's default.
+    Default,
+}
+
+impl From<SearchArg> for Search {
+    fn from(s: SearchArg) -> Search {
+        match s {
+            SearchArg::Random => Search::Random,
+            SearchArg::Default => Search::Default,
+        }
+    }
+}
 
 #[derive(Subcommand, Debug)]
 pub enum Collection {
@@ -29,7 +50,7 @@ pub struct LayoutGenArgs {
     pub common: GenArgs,
     /// Layout search: random layouts, or perturbations around the default.
     #[arg(long, value_enum, default_value = "random")]
-    pub search: Search,
+    pub search: SearchArg,
     /// Source label of the collection (OUT/npz/layout/SOURCE/...): xla or nlp.
     #[arg(long, default_value = "xla")]
     pub source: String,
@@ -79,7 +100,9 @@ pub struct GenArgs {
     pub json: bool,
 }
 
-fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
+/// The modules of the files `paths` (default: every `.hlo` of `hlo_samples/`), in the
+/// order of their sorted paths, named as [`module_names`] says.
+pub fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
     let mut files: Vec<PathBuf> = paths.to_vec();
     if files.is_empty() {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("hlo_samples");
@@ -99,24 +122,10 @@ fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     for f in files {
         let mods = load_modules(&f, false).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let stem = f
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let stem = [".hlo.pb", ".hlo", ".pb"]
-            .iter()
-            .find_map(|x| stem.strip_suffix(x))
-            .unwrap_or(&stem)
-            .replace(['/', ' ', '#'], "_");
-        // A file of several modules (a TuningData set): one name each, by position.
-        let many = mods.len() > 1;
-        for (k, m) in mods.into_iter().enumerate() {
+        let names = module_names(&f, mods.len());
+        for (m, name) in mods.into_iter().zip(names) {
             out.push(Input {
-                name: if many {
-                    format!("{stem}_{k}")
-                } else {
-                    stem.clone()
-                },
+                name,
                 module: m.module,
             });
         }
@@ -133,35 +142,35 @@ pub fn generate(c: Collection) -> Result<i32> {
                 search,
                 source,
             } = l;
-            (common, Some((search, source)))
+            (common, Some((search.into(), source)))
         }
     };
     let tile = layout.is_none();
-    if a.configs < 2 {
-        anyhow::bail!("--configs must be at least 2 (the loaders drop files with fewer)");
-    }
-    if !(a.noise >= 0.0 && a.noise.is_finite()) {
-        anyhow::bail!("--noise must be a finite number >= 0");
-    }
     let (search, source) = layout.unwrap_or((Search::Random, "xla".into()));
-    if source != "xla" && source != "nlp" {
-        anyhow::bail!("--source must be xla or nlp");
-    }
     let o = GenOptions {
         out: a.out.clone(),
-        configs: a.configs,
-        seed: a.seed,
-        target: target(&a.tpu, false)?,
+        sample: SampleOptions {
+            configs: a.configs,
+            seed: a.seed,
+            target: target(&a.tpu, false)?,
+            noise: a.noise,
+            pad_minus_one: a.pad_minus_one,
+            search,
+        },
         split: a.split,
-        noise: a.noise,
         shard: a.shard,
-        pad_minus_one: a.pad_minus_one,
-        progress: crate::progress::ProgressMode::for_stderr(a.quiet),
         source,
-        search,
         write_pb: a.pb,
     };
+    // The options are checked before the inputs are read (as the library checks them).
+    o.check().map_err(|e| anyhow::anyhow!("{e}"))?;
     let ins = inputs(&a.inputs)?;
+    let what = if tile {
+        "tile kernels"
+    } else {
+        "layout configs"
+    };
+    let progress = Progress::new(ProgressMode::for_stderr(a.quiet), 0, what);
     let mut builder = rayon::ThreadPoolBuilder::new();
     if let Some(t) = a.threads {
         builder = builder.num_threads(t.max(1));
@@ -169,11 +178,14 @@ pub fn generate(c: Collection) -> Result<i32> {
     let pool = builder.build()?;
     let report = pool.install(|| {
         if tile {
-            generate_tile(&ins, &o)
+            generate_tile(&ins, &o, &progress)
         } else {
-            generate_layout(&ins, &o)
+            generate_layout(&ins, &o, &progress)
         }
-    })?;
+    });
+    progress.finish_and_clear();
+    // One line says it all (the error's cause is in its message).
+    let report = report.map_err(|e| anyhow::anyhow!("{e}"))?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {

@@ -34,6 +34,18 @@ fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError
     let file = path.display().to_string();
     let bytes = crate::limits::read_module_bytes(path)
         .map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
+    modules_from_bytes(&file, bytes, split)
+}
+
+/// The module(s) of a file's content `bytes` (HLO text, `HloModuleProto`,
+/// `ModuleTuningData` or `TuningData`, recognised by content), with `file` naming it in
+/// labels and errors: what [`load_modules`] reads from a file (without its warning).
+pub fn modules_from_bytes(
+    file: &str,
+    bytes: Vec<u8>,
+    split: bool,
+) -> Result<Vec<LoadedModule>, LoadError> {
+    let file = file.to_string();
     // Binary inputs (HloModuleProto, ModuleTuningData, TuningData) are recognised by
     // content, whatever the file is called.
     use crate::proto::{detect, InputKind};

@@ -33,7 +33,9 @@ mod score;
 mod sweep;
 mod sweep_target;
 
-pub use input::{load_modules, LoadedModule};
+pub use compile::target;
+pub use generate::inputs as generate_inputs;
+pub use input::{load_modules, modules_from_bytes, LoadError, LoadedModule};
 
 use clap::{Parser, Subcommand};
 

@@ -19,6 +19,13 @@
 //! made with the same options (its manifest, [`super::manifest`]) is skipped; one made
 //! otherwise is made again; an interrupted run resumes module by module. Every npz file
 //! passes the TpuGraphs schema check before it is renamed into place.
+//!
+//! The samples themselves are made in memory first ([`TileKernels::sample`],
+//! [`layout_sample`]): a [`TileSample`] or [`LayoutSample`] lists its arrays
+//! ([`super::write::Member`]), which the file writer streams into the npz and the Python
+//! package turns into numpy arrays, so both come from one code path. Progress goes to a
+//! [`GenProgress`] (the CLI draws it on stderr; the Python package calls back; or
+//! [`NoProgress`]); errors are [`GenError`].
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -31,21 +38,24 @@ use super::config_feat::{
     layout_config_features, tile_config_features, LayoutConfig, TileSizeConfig,
 };
 use super::graph::{encode_graph_with, EncodeOptions};
+use super::graph::{GraphEncoding, GraphError};
 use super::kernel_module::{fingerprint, kernel_module};
+use super::layout_eval::LayoutEvalError;
 use super::layout_eval::{LayoutEvaluator, NodeChoice};
 use super::manifest::{ModuleManifest, Recipe, RunRecipe, Status};
-use super::outdir::{claim, create_dir};
-use super::plan::{item_seed, Noise, Shard, SplitRatios};
-use super::write::{write_layout_npz, write_tile_npz, TILE_CONFIG_FEATURES};
+use super::npz::NpzError;
+use super::outdir::{claim, create_dir, OutDirError};
+use super::plan::{item_seed, Noise, RuntimeOutOfRange, Shard, SplitRatios};
+use super::write::{layout_members, tile_members, write_members, Member, TILE_CONFIG_FEATURES};
 use crate::ir::{Dims, Module};
-use crate::kernels::lower_kernel_full;
-use crate::passes::{compile, CompilationConfig, PreparedModule};
-use crate::progress::{Progress, ProgressMode};
+use crate::kernels::{lower_kernel_full, LowerError, ProgramError};
+use crate::passes::{compile, CompilationConfig, CompileError, CompiledModule, PreparedModule};
+use crate::proto::ProtoError;
 use crate::rng::SplitMix64;
 use crate::tpu::{default_tile, estimate, sample_tiles, TileConfig, TpuTarget};
 
 /// Layout search mode, as in TpuGraphs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Search {
     /// Random layouts for every configurable node.
     Random,
@@ -62,25 +72,172 @@ impl Search {
     }
 }
 
-/// Options shared by both collections.
+impl std::str::FromStr for Search {
+    type Err = GenError;
+    fn from_str(s: &str) -> Result<Self, GenError> {
+        match s {
+            "random" => Ok(Search::Random),
+            "default" => Ok(Search::Default),
+            _ => Err(GenError::Search(s.to_string())),
+        }
+    }
+}
+
+/// Why generation failed. The message says it all on one line (the module, the kernel
+/// or configuration, and the cause); the cause is also the error's `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("--configs must be at least 2 (the loaders drop files with fewer)")]
+    TooFewConfigs,
+    #[error("--noise must be a finite number >= 0")]
+    Noise,
+    #[error("--source must be xla or nlp")]
+    Source,
+    #[error("--search must be random or default, not '{0}'")]
+    Search(String),
+    #[error("{module}: {source}")]
+    Compile {
+        module: String,
+        source: Box<CompileError>,
+    },
+    #[error("{module}: kernel {kernel}: {source}")]
+    Lower {
+        module: String,
+        kernel: String,
+        source: Box<LowerError>,
+    },
+    #[error("{module}: kernel {kernel}: {source}")]
+    KernelRuntime {
+        module: String,
+        kernel: String,
+        source: RuntimeOutOfRange,
+    },
+    #[error("{module}: configuration {index}: {source}")]
+    Program {
+        module: String,
+        index: u64,
+        source: Box<ProgramError>,
+    },
+    #[error("{module}: configuration {index}: {source}")]
+    ConfigRuntime {
+        module: String,
+        index: u64,
+        source: RuntimeOutOfRange,
+    },
+    #[error("{module}: {source}")]
+    NodeOrder {
+        module: String,
+        source: LayoutEvalError,
+    },
+    #[error("{0}")]
+    Graph(#[from] GraphError),
+    #[error("{0}")]
+    Npz(#[from] NpzError),
+    #[error("{0}")]
+    Proto(#[from] ProtoError),
+    #[error("{0}")]
+    OutDir(#[from] OutDirError),
+}
+
+/// Where generation reports how far it is: items to do (`grow`, `shrink`) and done
+/// (`advance`); tile kernels in the tile collection, configurations in the layout one.
+/// Called from worker threads.
+pub trait GenProgress: Sync {
+    /// `n` more items to do.
+    fn grow(&self, _n: u64) {}
+    /// `n` fewer items to do than announced (a module skipped, a sampler run dry).
+    fn shrink(&self, _n: u64) {}
+    /// `n` more items done.
+    fn advance(&self, _n: u64) {}
+}
+
+/// Progress reported nowhere.
+pub struct NoProgress;
+
+impl GenProgress for NoProgress {}
+
+/// What decides a sample's values, wherever it goes (a file or memory).
 #[derive(Debug, Clone)]
-pub struct GenOptions {
-    pub out: PathBuf,
+pub struct SampleOptions {
+    /// Configurations per sample (the default configuration is one of them).
     pub configs: usize,
     pub seed: u64,
     pub target: TpuTarget,
-    pub split: SplitRatios,
+    /// Multiplicative measurement noise σ.
     pub noise: f64,
-    pub shard: Shard,
     pub pad_minus_one: bool,
-    /// How progress is shown on stderr.
-    pub progress: ProgressMode,
+    /// Layout collection: the search.
+    pub search: Search,
+}
+
+impl SampleOptions {
+    /// The options of `tpusim generate` without flags (100 configurations, seed 0).
+    pub fn new(target: TpuTarget) -> Self {
+        SampleOptions {
+            configs: 100,
+            seed: 0,
+            target,
+            noise: 0.0,
+            pad_minus_one: false,
+            search: Search::Random,
+        }
+    }
+
+    /// At least two configurations, a finite noise ≥ 0.
+    pub fn check(&self) -> Result<(), GenError> {
+        if self.configs < 2 {
+            return Err(GenError::TooFewConfigs);
+        }
+        if !(self.noise >= 0.0 && self.noise.is_finite()) {
+            return Err(GenError::Noise);
+        }
+        Ok(())
+    }
+}
+
+/// Options of a run that writes an output tree.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    pub out: PathBuf,
+    pub sample: SampleOptions,
+    pub split: SplitRatios,
+    pub shard: Shard,
     /// Layout collection: `xla` or `nlp`.
     pub source: String,
-    pub search: Search,
     /// Also write the raw TpuGraphs `ModuleTuningData` file of every npz file, under
     /// `pb/` mirroring `npz/`.
     pub write_pb: bool,
+}
+
+impl GenOptions {
+    /// [`SampleOptions::check`], and a source of `xla` or `nlp`.
+    pub fn check(&self) -> Result<(), GenError> {
+        self.sample.check()?;
+        if self.source != "xla" && self.source != "nlp" {
+            return Err(GenError::Source);
+        }
+        Ok(())
+    }
+}
+
+/// The name a module file's module(s) get in the output tree: the file name without
+/// `.hlo.pb`, `.hlo` or `.pb`, with `/`, blanks and `#` made `_`; a file of several
+/// modules (a TuningData set) names them `<name>_<k>` by position.
+pub fn module_names(path: &Path, count: usize) -> Vec<String> {
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = [".hlo.pb", ".hlo", ".pb"]
+        .iter()
+        .find_map(|x| stem.strip_suffix(x))
+        .unwrap_or(&stem)
+        .replace(['/', ' ', '#'], "_");
+    if count > 1 {
+        (0..count).map(|k| format!("{stem}_{k}")).collect()
+    } else {
+        vec![stem; count]
+    }
 }
 
 fn profile(ns: i64) -> Option<crate::proto::Profile> {
@@ -96,7 +253,7 @@ fn pb_path(out: &Path, npz: &Path) -> PathBuf {
     out.join("pb").join(rel).with_extension("pb")
 }
 
-fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> anyhow::Result<()> {
+fn write_pb(path: &Path, mt: crate::proto::ModuleTuning) -> Result<(), GenError> {
     if let Some(dir) = path.parent() {
         create_dir(dir)?;
     }
@@ -169,7 +326,7 @@ fn begin_module(
     manifest: &mut ModuleManifest,
     name: &str,
     report: &mut GenReport,
-) -> anyhow::Result<bool> {
+) -> Result<bool, GenError> {
     match manifest.status() {
         Status::Complete(files) => {
             report.files_skipped += files;
@@ -195,7 +352,7 @@ fn claim_collection(
     collection: &str,
     npz_dir: &str,
     report: &mut GenReport,
-) -> anyhow::Result<super::outdir::Claim> {
+) -> Result<super::outdir::Claim, GenError> {
     let dirs = [
         o.out.join("npz").join(npz_dir),
         o.out.join("pb").join(npz_dir),
@@ -216,18 +373,215 @@ fn claim_collection(
     Ok(c)
 }
 
+/// A kernel's tile sample, in memory: the arrays of its npz file
+/// ([`TileSample::members`]) and the tile configuration of each row.
+#[derive(Debug, Clone)]
+pub struct TileSample {
+    /// `<module>_<fingerprint>`: the file's stem.
+    pub stem: String,
+    /// The kernel of the default compilation.
+    pub kernel: String,
+    pub fingerprint: u64,
+    pub graph: GraphEncoding,
+    /// The tile of each row (row 0 = the default tile).
+    pub tiles: Vec<TileConfig>,
+    /// rows × 24.
+    pub config_feat: Vec<f32>,
+    pub config_runtime: Vec<i64>,
+    pub config_runtime_normalizers: Vec<i64>,
+}
+
+impl TileSample {
+    /// The arrays of the sample's npz file, in file order.
+    pub fn members(&self) -> Vec<Member<'_>> {
+        tile_members(
+            &self.graph,
+            &self.config_feat,
+            &self.config_runtime,
+            &self.config_runtime_normalizers,
+        )
+    }
+}
+
+/// The kernels of a module that become tile samples: the distinct kernels (by
+/// fingerprint) of its default compilation, in execution order.
+pub struct TileKernels {
+    name: String,
+    compiled: CompiledModule,
+    /// (index in `compiled.kernels`, instruction, kernel module, fingerprint).
+    work: Vec<(usize, petgraph::stable_graph::NodeIndex, Module, u64)>,
+}
+
+impl TileKernels {
+    /// Compile `input` under the default configuration and find its distinct kernels.
+    pub fn new(input: &Input) -> Result<Self, GenError> {
+        let compiled = compile(&input.module, &CompilationConfig::default()).map_err(|e| {
+            GenError::Compile {
+                module: input.name.clone(),
+                source: Box::new(e),
+            }
+        })?;
+        let mut seen = HashSet::new();
+        let mut work = Vec::new();
+        for (i, k) in compiled.kernels.iter().enumerate() {
+            let id = petgraph::stable_graph::NodeIndex::new(k.instruction as usize);
+            let km = kernel_module(&compiled.module, k.computation, id);
+            let fp = fingerprint(&km);
+            if seen.insert(fp) {
+                work.push((i, id, km, fp));
+            }
+        }
+        Ok(TileKernels {
+            name: input.name.clone(),
+            compiled,
+            work,
+        })
+    }
+
+    /// Number of distinct kernels.
+    pub fn len(&self) -> usize {
+        self.work.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.work.is_empty()
+    }
+
+    /// The module of kernel `i` (what its sample's graph encodes).
+    pub fn kernel_module(&self, i: usize) -> &Module {
+        &self.work[i].2
+    }
+
+    /// The sample of kernel `i`: `None` when the kernel is not costed or has fewer than
+    /// two configurations (the official loaders drop those).
+    pub fn sample(&self, i: usize, o: &SampleOptions) -> Result<Option<TileSample>, GenError> {
+        let (ki, id, km, fp) = &self.work[i];
+        let k = &self.compiled.kernels[*ki];
+        let cm = &self.compiled.module;
+        let stem = format!("{}_{fp:016x}", self.name);
+        let kernel_err = |kernel: &str| (self.name.clone(), kernel.to_string());
+        let Some(lk) = lower_kernel_full(cm, k.computation, *id).map_err(|e| {
+            let (module, kernel) = kernel_err(&k.name);
+            GenError::Lower {
+                module,
+                kernel,
+                source: Box::new(e),
+            }
+        })?
+        else {
+            return Ok(None);
+        };
+        let desc = &lk.desc;
+        let seed = item_seed(o.seed, &stem);
+        let def = default_tile(desc, &o.target);
+        let Ok(def_est) = estimate(desc, &def, &o.target) else {
+            return Ok(None);
+        };
+        let mut cfgs = vec![def.clone()];
+        // A standalone reshape is a relayout copy that the real tile search does not
+        // tune (its runs in real data all carry the empty configuration): it has the
+        // one default configuration, which the loaders drop below.
+        let tunable = !(lk.hero == crate::ir::Opcode::Reshape && k.fused_computation.is_none());
+        let samples = if tunable {
+            o.configs.saturating_sub(1) + 1
+        } else {
+            0
+        };
+        for t in sample_tiles(desc, &o.target, samples, seed) {
+            if cfgs.len() >= o.configs {
+                break;
+            }
+            if t != def {
+                cfgs.push(t);
+            }
+        }
+        let noise = Noise { sigma: o.noise };
+        let mut tiles = Vec::with_capacity(cfgs.len());
+        let mut feat = Vec::with_capacity(cfgs.len() * TILE_CONFIG_FEATURES);
+        let mut runtime = Vec::with_capacity(cfgs.len());
+        let mut norm = Vec::with_capacity(cfgs.len());
+        for (j, t) in cfgs.into_iter().enumerate() {
+            let Ok(e) = estimate(desc, &t, &o.target) else {
+                continue;
+            };
+            feat.extend_from_slice(&tile_config_features(&tile_size_config(&t)));
+            let rt = |ns: f64, draw: u64| {
+                noise.apply(ns, seed, draw).map_err(|e| {
+                    let (module, kernel) = kernel_err(&k.name);
+                    GenError::KernelRuntime {
+                        module,
+                        kernel,
+                        source: e,
+                    }
+                })
+            };
+            runtime.push(rt(e.total_ns, 2 * j as u64)?);
+            norm.push(rt(def_est.total_ns, 2 * j as u64 + 1)?);
+            tiles.push(t);
+        }
+        // The official loaders drop kernels with fewer than two configurations.
+        if runtime.len() < 2 {
+            return Ok(None);
+        }
+        let enc = EncodeOptions {
+            pad_minus_one: o.pad_minus_one,
+            ..Default::default()
+        };
+        let graph = encode_graph_with(km, &enc)?;
+        Ok(Some(TileSample {
+            stem,
+            kernel: k.name.to_string(),
+            fingerprint: *fp,
+            graph,
+            tiles,
+            config_feat: feat,
+            config_runtime: runtime,
+            config_runtime_normalizers: norm,
+        }))
+    }
+
+    /// Every kernel's sample, in execution order (the kernels in parallel on the current
+    /// rayon pool); `progress` advances by one per kernel.
+    pub fn samples(
+        &self,
+        o: &SampleOptions,
+        progress: &dyn GenProgress,
+    ) -> Result<Vec<TileSample>, GenError> {
+        progress.grow(self.len() as u64);
+        let r: Vec<Option<TileSample>> = (0..self.len())
+            .into_par_iter()
+            .map(|i| {
+                let s = self.sample(i, o);
+                progress.advance(1);
+                s
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(r.into_iter().flatten().collect())
+    }
+}
+
+/// The tile samples of `input` under `o`, in memory, one per distinct kernel that has at
+/// least two configurations: what [`generate_tile`] writes as the module's npz files.
+pub fn tile_samples(
+    input: &Input,
+    o: &SampleOptions,
+    progress: &dyn GenProgress,
+) -> Result<Vec<TileSample>, GenError> {
+    o.check()?;
+    TileKernels::new(input)?.samples(o, progress)
+}
+
 /// The tile collection.
-pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
+pub fn generate_tile(
+    inputs: &[Input],
+    o: &GenOptions,
+    progress: &dyn GenProgress,
+) -> Result<GenReport, GenError> {
+    o.check()?;
     let start = Instant::now();
     let mut report = GenReport::default();
     let configs_done = AtomicU64::new(0);
     let _claim = claim_collection(o, "tile", "tile/xla", &mut report)?;
-    let pb = Progress::new(o.progress, 0, "tile kernels");
-    let noise = Noise { sigma: o.noise };
-    let enc = EncodeOptions {
-        pad_minus_one: o.pad_minus_one,
-        ..Default::default()
-    };
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
             continue;
@@ -241,84 +595,23 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
         let split = o.split.assign(&input.name);
         let dir = o.out.join("npz/tile/xla").join(split.dir());
         create_dir(&dir)?;
-        let compiled = compile(&input.module, &CompilationConfig::default())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
-        let cm = &compiled.module;
-        // Distinct kernels by fingerprint, in execution order.
-        let mut seen = HashSet::new();
-        let mut work = Vec::new();
-        for k in &compiled.kernels {
-            let id = petgraph::stable_graph::NodeIndex::new(k.instruction as usize);
-            let km = kernel_module(cm, k.computation, id);
-            let fp = fingerprint(&km);
-            if seen.insert(fp) {
-                work.push((k, id, km, fp));
-            }
-        }
-        pb.inc_length(work.len() as u64);
-        let results: Vec<anyhow::Result<Option<TileFile>>> = work
-            .par_iter()
-            .map(|(k, id, km, fp)| {
-                let stem = format!("{}_{fp:016x}", input.name);
-                let path = dir.join(format!("{stem}.npz"));
-                pb.inc(1);
-                let Some(lk) = lower_kernel_full(cm, k.computation, *id)
-                    .map_err(|e| anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name))?
-                else {
+        let kernels = TileKernels::new(input)?;
+        progress.grow(kernels.len() as u64);
+        let results: Vec<Result<Option<TileFile>, GenError>> = (0..kernels.len())
+            .into_par_iter()
+            .map(|i| {
+                progress.advance(1);
+                let Some(s) = kernels.sample(i, &o.sample)? else {
                     return Ok(None);
                 };
-                let desc = &lk.desc;
-                let seed = item_seed(o.seed, &stem);
-                let def = default_tile(desc, &o.target);
-                let Ok(def_est) = estimate(desc, &def, &o.target) else {
-                    return Ok(None);
-                };
-                let mut cfgs = vec![def.clone()];
-                // A standalone reshape is a relayout copy that the real tile search does
-                // not tune (its runs in real data all carry the empty configuration): it
-                // has the one default configuration, which the loaders drop below.
-                let tunable =
-                    !(lk.hero == crate::ir::Opcode::Reshape && k.fused_computation.is_none());
-                let samples = if tunable {
-                    o.configs.saturating_sub(1) + 1
-                } else {
-                    0
-                };
-                for t in sample_tiles(desc, &o.target, samples, seed) {
-                    if cfgs.len() >= o.configs {
-                        break;
-                    }
-                    if t != def {
-                        cfgs.push(t);
-                    }
-                }
-                let mut feat = Vec::with_capacity(cfgs.len() * TILE_CONFIG_FEATURES);
-                let mut runtime = Vec::with_capacity(cfgs.len());
-                let mut norm = Vec::with_capacity(cfgs.len());
-                for (j, t) in cfgs.iter().enumerate() {
-                    let Ok(e) = estimate(desc, t, &o.target) else {
-                        continue;
-                    };
-                    feat.extend_from_slice(&tile_config_features(&tile_size_config(t)));
-                    let rt = |ns: f64, draw: u64| {
-                        noise
-                            .apply(ns, seed, draw)
-                            .map_err(|e| anyhow::anyhow!("{}: kernel {}: {e}", input.name, k.name))
-                    };
-                    runtime.push(rt(e.total_ns, 2 * j as u64)?);
-                    norm.push(rt(def_est.total_ns, 2 * j as u64 + 1)?);
-                }
-                // The official loaders drop kernels with fewer than two configurations.
-                if runtime.len() < 2 {
-                    return Ok(None);
-                }
-                let g = encode_graph_with(km, &enc)?;
-                write_tile_npz(&path, &g, &feat, &runtime, &norm)?;
+                let path = dir.join(format!("{}.npz", s.stem));
+                write_members(&path, s.members())?;
                 let mut made = vec![path.clone()];
                 if o.write_pb {
-                    let runs = cfgs
+                    let runs = s
+                        .tiles
                         .iter()
-                        .zip(&runtime)
+                        .zip(&s.config_runtime)
                         .enumerate()
                         .map(|(j, (t, &ns))| crate::proto::Run {
                             config: crate::proto::RunConfig::Tile(Some(crate::proto::TileConfig {
@@ -336,17 +629,17 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
                     write_pb(
                         &pb_file,
                         crate::proto::ModuleTuning {
-                            module: Some(crate::proto::module_to_proto(km)),
-                            fingerprint: *fp,
+                            module: Some(crate::proto::module_to_proto(kernels.kernel_module(i))),
+                            fingerprint: s.fingerprint,
                             runs,
                             config_index_to_node: Vec::new(),
                         },
                     )?;
                     made.push(pb_file);
                 }
-                configs_done.fetch_add(runtime.len() as u64, Ordering::Relaxed);
-                let mut st = stats(&path, &runtime, g.num_nodes());
-                st.kernel = Some(k.name.to_string());
+                configs_done.fetch_add(s.config_runtime.len() as u64, Ordering::Relaxed);
+                let mut st = stats(&path, &s.config_runtime, s.graph.num_nodes());
+                st.kernel = Some(s.kernel.clone());
                 Ok(Some((st, made)))
             })
             .collect();
@@ -360,7 +653,6 @@ pub fn generate_tile(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRepo
         }
         manifest.write(&made)?;
     }
-    pb.finish_and_clear();
     finish(&mut report, start, configs_done.load(Ordering::Relaxed));
     Ok(report)
 }
@@ -405,6 +697,7 @@ fn random_minor_prefix(rng: &mut SplitMix64, rank: usize) -> Dims {
 /// tensor (one possible layout) is `[0]` or empty with equal odds; the default search
 /// sets one to three tensors (rank ≥ 2) of random nodes and leaves the rest to the
 /// compiler.
+#[derive(Clone)]
 pub struct LayoutSampler {
     ranks: Vec<[usize; 3]>,
     has_kernel: Vec<bool>,
@@ -524,23 +817,163 @@ pub fn sample_layouts(
     out
 }
 
-/// The layout collection.
-pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenReport> {
-    let start = Instant::now();
-    let mut report = GenReport::default();
-    let mut configs_done = 0u64;
-    let noise = Noise { sigma: o.noise };
+/// A module's layout sample, in memory: the arrays of its npz file
+/// ([`LayoutSample::members`]); the configurations are replayed from their seed
+/// ([`LayoutSample::configs`]) rather than held.
+pub struct LayoutSample {
+    pub name: String,
+    pub graph: GraphEncoding,
+    /// The configurable nodes' graph indices.
+    pub node_config_ids: Vec<i64>,
+    pub config_runtime: Vec<i64>,
+    /// A fresh sampler of the configurations (the stream the labels were made from).
+    sampler: LayoutSampler,
+}
+
+impl LayoutSample {
+    /// The configurations of the rows, in order (row 0 = the compiler's default).
+    pub fn configs(&self) -> impl Iterator<Item = Vec<NodeChoice>> {
+        let mut s = self.sampler.clone();
+        (0..self.config_runtime.len()).map_while(move |_| s.next_config())
+    }
+
+    /// The arrays of the sample's npz file, in file order (`node_config_feat` produced
+    /// row by row).
+    pub fn members(&self) -> Vec<Member<'_>> {
+        let mut replay = self.configs();
+        layout_members(
+            &self.graph,
+            &self.node_config_ids,
+            &self.config_runtime,
+            move |_, row| {
+                if let Some(cfg) = replay.next() {
+                    for c in &cfg {
+                        let lc = LayoutConfig {
+                            output: c.output.as_ref().map(|d| d.to_vec()),
+                            input: c.input.as_ref().map(|d| d.to_vec()),
+                            kernel: c.kernel.as_ref().map(|d| d.to_vec()),
+                        };
+                        row.extend_from_slice(&layout_config_features(&lc));
+                    }
+                }
+            },
+        )
+    }
+}
+
+/// The layout sample of `input` under `o` (`None` when the module has no configurable
+/// node), with the evaluator that found its nodes. Every configuration is compiled,
+/// lowered and estimated in parallel on the current rayon pool, chunk by chunk;
+/// `progress` advances by one per configuration and shrinks by what a sampler that runs
+/// dry leaves undone of `o.configs`.
+fn layout_sample_ev(
+    input: &Input,
+    o: &SampleOptions,
+    progress: &dyn GenProgress,
+) -> Result<Option<(LayoutSample, LayoutEvaluator)>, GenError> {
+    let per_module = o.configs.max(1) as u64;
+    let mut ev = LayoutEvaluator::new(&input.module, &o.target);
+    if ev.nodes.is_empty() {
+        progress.shrink(per_module);
+        return Ok(None);
+    }
     let enc = EncodeOptions {
         pad_minus_one: o.pad_minus_one,
         ..Default::default()
     };
-    let pb = Progress::new(o.progress, 0, "layout configs");
+    let noise = Noise { sigma: o.noise };
+    let name = &input.name;
+    let g = encode_graph_with(&input.module, &enc)?;
+    let ids = ev.order_as_graph(&g).map_err(|e| GenError::NodeOrder {
+        module: name.clone(),
+        source: e,
+    })?;
+    let seed = item_seed(o.seed, name);
+    // Label the configurations chunk by chunk (memory: one chunk), the threads sharing
+    // the module prepared once; the feature rows replay the same stream from its seed.
+    let prepared = PreparedModule::new(&input.module).map_err(|e| GenError::Compile {
+        module: name.clone(),
+        source: Box::new(e),
+    })?;
+    let fresh = LayoutSampler::new(&ev, o.search, seed);
+    let mut sampler = fresh.clone();
+    let mut runtimes: Vec<i64> = Vec::new();
+    const CHUNK: usize = 512;
+    while runtimes.len() < o.configs.max(1) {
+        let want = CHUNK.min(o.configs.max(1) - runtimes.len());
+        let chunk: Vec<Vec<NodeChoice>> = (0..want).map_while(|_| sampler.next_config()).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let base = runtimes.len() as u64;
+        let ns: Vec<f64> = chunk
+            .par_iter()
+            .enumerate()
+            .map(|(j, c)| {
+                let r = ev.runtime_ns(&prepared, c);
+                progress.advance(1);
+                r.map_err(|e| GenError::Program {
+                    module: name.clone(),
+                    index: base + j as u64,
+                    source: Box::new(e),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        for (j, t) in ns.into_iter().enumerate() {
+            let index = base + j as u64;
+            runtimes.push(
+                noise
+                    .apply(t, seed, index)
+                    .map_err(|e| GenError::ConfigRuntime {
+                        module: name.clone(),
+                        index,
+                        source: e,
+                    })?,
+            );
+        }
+    }
+    progress.shrink(per_module.saturating_sub(runtimes.len() as u64));
+    Ok(Some((
+        LayoutSample {
+            name: name.clone(),
+            graph: g,
+            node_config_ids: ids,
+            config_runtime: runtimes,
+            sampler: fresh,
+        },
+        ev,
+    )))
+}
+
+/// The layout sample of `input` under `o`, in memory (`None` when the module has no
+/// configurable node): what [`generate_layout`] writes as the module's npz file.
+/// `progress` grows by `o.configs` and advances by one per configuration labelled.
+pub fn layout_sample(
+    input: &Input,
+    o: &SampleOptions,
+    progress: &dyn GenProgress,
+) -> Result<Option<LayoutSample>, GenError> {
+    o.check()?;
+    progress.grow(o.configs.max(1) as u64);
+    Ok(layout_sample_ev(input, o, progress)?.map(|(s, _)| s))
+}
+
+/// The layout collection.
+pub fn generate_layout(
+    inputs: &[Input],
+    o: &GenOptions,
+    progress: &dyn GenProgress,
+) -> Result<GenReport, GenError> {
+    o.check()?;
+    let start = Instant::now();
+    let mut report = GenReport::default();
+    let mut configs_done = 0u64;
     // Every module of this shard announces its configurations up front; a module that is
     // skipped, or whose sampler runs dry, takes its share back.
-    let per_module = o.configs.max(1) as u64;
+    let per_module = o.sample.configs.max(1) as u64;
     let mine = (0..inputs.len()).filter(|&mi| o.shard.takes(mi)).count() as u64;
-    pb.set_length(mine * per_module);
-    let collection = format!("layout/{}/{}", o.source, o.search.dir());
+    progress.grow(mine * per_module);
+    let collection = format!("layout/{}/{}", o.source, o.sample.search.dir());
     let _claim = claim_collection(o, &collection, &collection, &mut report)?;
     for (mi, input) in inputs.iter().enumerate() {
         if !o.shard.takes(mi) {
@@ -552,7 +985,7 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             Recipe::new(&collection, &input.name, &input.module, o),
         );
         if !begin_module(&mut manifest, &input.name, &mut report)? {
-            pb.dec_length(per_module);
+            progress.shrink(per_module);
             continue;
         }
         let split = o.split.assign(&input.name);
@@ -560,90 +993,23 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             .out
             .join("npz/layout")
             .join(&o.source)
-            .join(o.search.dir())
+            .join(o.sample.search.dir())
             .join(split.dir());
         create_dir(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
-        let mut ev = LayoutEvaluator::new(&input.module, &o.target);
-        if ev.nodes.is_empty() {
+        let Some((s, ev)) = layout_sample_ev(input, &o.sample, progress)? else {
             report.notes.push(format!(
                 "{}: no configurable nodes; no layout file",
                 input.name
             ));
-            pb.dec_length(per_module);
             manifest.write(&[])?;
             continue;
-        }
-        let g = encode_graph_with(&input.module, &enc)?;
-        let ids = ev
-            .order_as_graph(&g)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
-        let seed = item_seed(o.seed, &input.name);
-        // Pass 1: label the configurations chunk by chunk (memory: one chunk), the
-        // threads sharing the module prepared once. Pass 2 replays the same stream from
-        // its seed to write the feature rows.
-        let prepared = PreparedModule::new(&input.module)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", input.name))?;
-        let mut sampler = LayoutSampler::new(&ev, o.search, seed);
-        let mut runtimes: Vec<i64> = Vec::new();
-        const CHUNK: usize = 512;
-        while runtimes.len() < o.configs.max(1) {
-            let want = CHUNK.min(o.configs.max(1) - runtimes.len());
-            let chunk: Vec<Vec<NodeChoice>> =
-                (0..want).map_while(|_| sampler.next_config()).collect();
-            if chunk.is_empty() {
-                break;
-            }
-            let base = runtimes.len();
-            let ns: Vec<f64> = chunk
-                .par_iter()
-                .enumerate()
-                .map(|(j, c)| {
-                    let r = ev.runtime_ns(&prepared, c);
-                    pb.inc(1);
-                    r.map_err(|e| {
-                        anyhow::anyhow!("{}: configuration {}: {e}", input.name, base + j)
-                    })
-                })
-                .collect::<anyhow::Result<_>>()?;
-            let base = runtimes.len() as u64;
-            runtimes.extend(
-                ns.into_iter()
-                    .enumerate()
-                    .map(|(j, t)| {
-                        noise.apply(t, seed, base + j as u64).map_err(|e| {
-                            anyhow::anyhow!(
-                                "{}: configuration {}: {e}",
-                                input.name,
-                                base + j as u64
-                            )
-                        })
-                    })
-                    .collect::<anyhow::Result<Vec<i64>>>()?,
-            );
-        }
-        pb.dec_length(per_module.saturating_sub(runtimes.len() as u64));
-        let mut replay = LayoutSampler::new(&ev, o.search, seed);
-        write_layout_npz(&path, &g, &ids, &runtimes, |_, row| {
-            if let Some(cfg) = replay.next_config() {
-                for c in &cfg {
-                    let lc = LayoutConfig {
-                        output: c.output.as_ref().map(|d| d.to_vec()),
-                        input: c.input.as_ref().map(|d| d.to_vec()),
-                        kernel: c.kernel.as_ref().map(|d| d.to_vec()),
-                    };
-                    row.extend_from_slice(&layout_config_features(&lc));
-                }
-            }
-        })?;
+        };
+        write_members(&path, s.members())?;
         let mut made = vec![(path.clone(), None)];
         if o.write_pb {
-            let mut replay = LayoutSampler::new(&ev, o.search, seed);
-            let mut runs = Vec::with_capacity(runtimes.len());
-            for (j, &ns) in runtimes.iter().enumerate() {
-                let Some(cfg) = replay.next_config() else {
-                    break;
-                };
+            let mut runs = Vec::with_capacity(s.config_runtime.len());
+            for (j, (cfg, &ns)) in s.configs().zip(&s.config_runtime).enumerate() {
                 let list = |d: &Option<crate::ir::Dims>| {
                     d.as_ref().map(|d| d.to_vec()).unwrap_or_default()
                 };
@@ -694,11 +1060,12 @@ pub fn generate_layout(inputs: &[Input], o: &GenOptions) -> anyhow::Result<GenRe
             made.push((pb_file, None));
         }
         manifest.write(&made)?;
-        configs_done += runtimes.len() as u64;
+        configs_done += s.config_runtime.len() as u64;
         report.files_written += 1;
-        report.files.push(stats(&path, &runtimes, g.num_nodes()));
+        report
+            .files
+            .push(stats(&path, &s.config_runtime, s.graph.num_nodes()));
     }
-    pb.finish_and_clear();
     finish(&mut report, start, configs_done);
     Ok(report)
 }

@@ -58,12 +58,12 @@ impl RunRecipe {
         RunRecipe {
             tpusim: env!("CARGO_PKG_VERSION").to_string(),
             collection: collection.to_string(),
-            configs: o.configs,
-            seed: o.seed,
-            tpu: o.target.clone(),
-            noise: o.noise,
+            configs: o.sample.configs,
+            seed: o.sample.seed,
+            tpu: o.sample.target.clone(),
+            noise: o.sample.noise,
             split: format!("{}/{}/{}", s.train, s.valid, s.test),
-            pad_minus_one: o.pad_minus_one,
+            pad_minus_one: o.sample.pad_minus_one,
             pb: o.write_pb,
         }
     }

@@ -14,17 +14,154 @@ pub const TILE_CONFIG_FEATURES: usize = 24;
 /// Number of layout config features per configurable node.
 pub const LAYOUT_CONFIG_FEATURES: usize = 18;
 
-fn add_graph(w: &mut NpzWriter, g: &GraphEncoding) -> Result<()> {
-    let n = g.node_opcode.len();
-    w.add_slice("node_feat", &[n, NODE_FEATURE_COUNT], &g.node_feat)?;
-    w.add_slice("node_opcode", &[n], &g.node_opcode)?;
-    let edges: Vec<i64> = g.edge_index.iter().flat_map(|e| [e[0], e[1]]).collect();
-    w.add_slice("edge_index", &[g.edge_index.len(), 2], &edges)?;
-    Ok(())
+/// Fills one row of a streamed array (`row` index, values appended to the buffer).
+pub type RowFn<'a> = Box<dyn FnMut(usize, &mut Vec<f32>) + 'a>;
+
+/// The values of one array of a sample.
+pub enum Values<'a> {
+    F32(&'a [f32]),
+    U8(&'a [u8]),
+    I64(&'a [i64]),
+    /// float32 produced row by row (`rows` calls, one row of `prod(shape[1..])` values
+    /// each), so that a large array is never held whole on its way to a file.
+    F32Rows(RowFn<'a>),
 }
 
-/// A tile-collection file: one kernel graph, `c` tile configs (c × 24 features), their
-/// runtimes and the default config's runtime as normaliser.
+/// One array of a TpuGraphs sample: its npz member name (without `.npy`), shape and
+/// values. [`tile_members`] and [`layout_members`] list a sample's arrays in file
+/// order; the npz writer ([`write_members`]) and the in-memory samples of the Python
+/// package read the same list, so both hold the same keys, dtypes, shapes and values.
+pub struct Member<'a> {
+    pub name: &'static str,
+    pub shape: Vec<usize>,
+    pub values: Values<'a>,
+}
+
+impl Member<'_> {
+    fn new<'a>(name: &'static str, shape: Vec<usize>, values: Values<'a>) -> Member<'a> {
+        Member {
+            name,
+            shape,
+            values,
+        }
+    }
+
+    /// The dtype of the member as written.
+    pub fn dtype(&self) -> DType {
+        match self.values {
+            Values::F32(_) | Values::F32Rows(_) => DType::F32,
+            Values::U8(_) => DType::U8,
+            Values::I64(_) => DType::I64,
+        }
+    }
+}
+
+fn graph_members(g: &GraphEncoding) -> Vec<Member<'_>> {
+    let n = g.node_opcode.len();
+    vec![
+        Member::new(
+            "node_feat",
+            vec![n, NODE_FEATURE_COUNT],
+            Values::F32(&g.node_feat),
+        ),
+        Member::new("node_opcode", vec![n], Values::U8(&g.node_opcode)),
+        Member::new(
+            "edge_index",
+            vec![g.edge_index.len(), 2],
+            Values::I64(g.edge_index.as_flattened()),
+        ),
+    ]
+}
+
+/// The arrays of a tile-collection file: one kernel graph, `c` tile configs (c × 24
+/// features), their runtimes and the default config's runtime as normaliser.
+pub fn tile_members<'a>(
+    g: &'a GraphEncoding,
+    config_feat: &'a [f32],
+    config_runtime: &'a [i64],
+    config_runtime_normalizers: &'a [i64],
+) -> Vec<Member<'a>> {
+    let c = config_runtime.len();
+    let mut m = graph_members(g);
+    m.push(Member::new(
+        "config_feat",
+        vec![c, TILE_CONFIG_FEATURES],
+        Values::F32(config_feat),
+    ));
+    m.push(Member::new(
+        "config_runtime",
+        vec![c],
+        Values::I64(config_runtime),
+    ));
+    m.push(Member::new(
+        "config_runtime_normalizers",
+        vec![c],
+        Values::I64(config_runtime_normalizers),
+    ));
+    m
+}
+
+/// The arrays of a layout-collection file. `node_config_feat` is produced row by row
+/// (one config of nc × 18 values per call).
+pub fn layout_members<'a>(
+    g: &'a GraphEncoding,
+    node_config_ids: &'a [i64],
+    config_runtime: &'a [i64],
+    config_row: impl FnMut(usize, &mut Vec<f32>) + 'a,
+) -> Vec<Member<'a>> {
+    let c = config_runtime.len();
+    let nc = node_config_ids.len();
+    let mut m = graph_members(g);
+    m.push(Member::new(
+        "node_config_ids",
+        vec![nc],
+        Values::I64(node_config_ids),
+    ));
+    m.push(Member::new(
+        "node_config_feat",
+        vec![c, nc, LAYOUT_CONFIG_FEATURES],
+        Values::F32Rows(Box::new(config_row)),
+    ));
+    m.push(Member::new(
+        "node_splits",
+        vec![1, g.node_splits.len()],
+        Values::I64(&g.node_splits),
+    ));
+    m.push(Member::new(
+        "config_runtime",
+        vec![c],
+        Values::I64(config_runtime),
+    ));
+    m
+}
+
+/// Write `members` as the npz file `path` (checked against the schema before it is
+/// renamed into place).
+pub fn write_members(path: &Path, members: Vec<Member<'_>>) -> Result<PathBuf> {
+    let mut w = NpzWriter::create(path)?;
+    for m in members {
+        match m.values {
+            Values::F32(v) => w.add_slice(m.name, &m.shape, v)?,
+            Values::U8(v) => w.add_slice(m.name, &m.shape, v)?,
+            Values::I64(v) => w.add_slice(m.name, &m.shape, v)?,
+            Values::F32Rows(mut rows) => {
+                let count = m.shape.first().copied().unwrap_or(0);
+                let per: usize = m.shape.iter().skip(1).product();
+                let mut a = w.begin_array(m.name, DType::F32, &m.shape)?;
+                let mut row = Vec::with_capacity(per);
+                for j in 0..count {
+                    row.clear();
+                    rows(j, &mut row);
+                    a.write(&row)?;
+                }
+                a.finish()?;
+            }
+        }
+    }
+    w.finish_valid()
+}
+
+/// A tile-collection file ([`tile_members`]).
 pub fn write_tile_npz(
     path: &Path,
     g: &GraphEncoding,
@@ -32,48 +169,23 @@ pub fn write_tile_npz(
     config_runtime: &[i64],
     config_runtime_normalizers: &[i64],
 ) -> Result<PathBuf> {
-    let c = config_runtime.len();
-    let mut w = NpzWriter::create(path)?;
-    add_graph(&mut w, g)?;
-    w.add_slice("config_feat", &[c, TILE_CONFIG_FEATURES], config_feat)?;
-    w.add_slice("config_runtime", &[c], config_runtime)?;
-    w.add_slice(
-        "config_runtime_normalizers",
-        &[c],
-        config_runtime_normalizers,
-    )?;
-    w.finish_valid()
+    write_members(
+        path,
+        tile_members(g, config_feat, config_runtime, config_runtime_normalizers),
+    )
 }
 
-/// A layout-collection file. `node_config_feat` is produced row by row (one config of
-/// nc × 18 values per call) so that memory stays bounded for large collections.
+/// A layout-collection file ([`layout_members`]); memory stays bounded for large
+/// collections.
 pub fn write_layout_npz(
     path: &Path,
     g: &GraphEncoding,
     node_config_ids: &[i64],
     config_runtime: &[i64],
-    mut config_row: impl FnMut(usize, &mut Vec<f32>),
+    config_row: impl FnMut(usize, &mut Vec<f32>),
 ) -> Result<PathBuf> {
-    let c = config_runtime.len();
-    let nc = node_config_ids.len();
-    let mut w = NpzWriter::create(path)?;
-    add_graph(&mut w, g)?;
-    w.add_slice("node_config_ids", &[nc], node_config_ids)?;
-    {
-        let mut a = w.begin_array(
-            "node_config_feat",
-            DType::F32,
-            &[c, nc, LAYOUT_CONFIG_FEATURES],
-        )?;
-        let mut row = Vec::with_capacity(nc * LAYOUT_CONFIG_FEATURES);
-        for j in 0..c {
-            row.clear();
-            config_row(j, &mut row);
-            a.write(&row)?;
-        }
-        a.finish()?;
-    }
-    w.add_slice("node_splits", &[1, g.node_splits.len()], &g.node_splits)?;
-    w.add_slice("config_runtime", &[c], config_runtime)?;
-    w.finish_valid()
+    write_members(
+        path,
+        layout_members(g, node_config_ids, config_runtime, config_row),
+    )
 }
