@@ -612,6 +612,7 @@ fn generate(
             .map_err(|e| err(format!("invalid shard '{shard}': {e}")))?,
         source: source.to_string(),
         write_pb: pb,
+        compress: false,
     };
     o.check().map_err(err)?;
     let pr = PyProgress::new(progress);

@@ -92,6 +92,10 @@ pub struct GenArgs {
     /// Also write the raw TpuGraphs ModuleTuningData (.pb) of every file under OUT/pb/.
     #[arg(long)]
     pub pb: bool,
+    /// Deflate the npz members, as np.savez_compressed does (smaller files, slower to
+    /// write and read; every npz reader reads both).
+    #[arg(long)]
+    pub compress: bool,
     /// No progress on stderr (a bar on a terminal, else a line every 10 s).
     #[arg(long)]
     pub quiet: bool,
@@ -161,6 +165,7 @@ pub fn generate(c: Collection) -> Result<i32> {
         shard: a.shard,
         source,
         write_pb: a.pb,
+        compress: a.compress,
     };
     // The options are checked before the inputs are read (as the library checks them).
     o.check().map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -207,9 +207,21 @@ pub struct GenOptions {
     /// Also write the raw TpuGraphs `ModuleTuningData` file of every npz file, under
     /// `pb/` mirroring `npz/`.
     pub write_pb: bool,
+    /// Deflate the npz members (what `np.savez_compressed` writes) instead of storing
+    /// them (`np.savez`).
+    pub compress: bool,
 }
 
 impl GenOptions {
+    /// How npz members are written (`compress`).
+    pub fn compression(&self) -> crate::dataset::npz::Compression {
+        if self.compress {
+            crate::dataset::npz::Compression::Deflated
+        } else {
+            crate::dataset::npz::Compression::Stored
+        }
+    }
+
     /// [`SampleOptions::check`], and a source of `xla` or `nlp`.
     pub fn check(&self) -> Result<(), GenError> {
         self.sample.check()?;
@@ -605,7 +617,7 @@ pub fn generate_tile(
                     return Ok(None);
                 };
                 let path = dir.join(format!("{}.npz", s.stem));
-                write_members(&path, s.members())?;
+                write_members(&path, s.members(), o.compression())?;
                 let mut made = vec![path.clone()];
                 if o.write_pb {
                     let runs = s
@@ -728,11 +740,25 @@ impl LayoutSampler {
         }
     }
 
+    /// A fingerprint of a configuration that is the same on every machine and Rust
+    /// release (FNV-1a over its layouts, each tensor tagged by presence and length), so
+    /// which draws count as repeats never changes.
     fn hash(cfg: &[NodeChoice]) -> u64 {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        cfg.hash(&mut h);
-        h.finish()
+        let mut bytes = Vec::with_capacity(cfg.len() * 32);
+        for c in cfg {
+            for t in [&c.output, &c.input, &c.kernel] {
+                match t {
+                    None => bytes.push(0xff),
+                    Some(d) => {
+                        bytes.push(d.len() as u8);
+                        for &x in d.iter() {
+                            bytes.extend_from_slice(&x.to_le_bytes());
+                        }
+                    }
+                }
+            }
+        }
+        super::kernel_module::fnv1a(&bytes)
     }
 
     /// One tensor's layout in the style of its node (see [`LayoutSampler`]).
@@ -1005,7 +1031,7 @@ pub fn generate_layout(
             manifest.write(&[])?;
             continue;
         };
-        write_members(&path, s.members())?;
+        write_members(&path, s.members(), o.compression())?;
         let mut made = vec![(path.clone(), None)];
         if o.write_pb {
             let mut runs = Vec::with_capacity(s.config_runtime.len());

@@ -49,6 +49,9 @@ pub struct RunRecipe {
     pub split: String,
     pub pad_minus_one: bool,
     pub pb: bool,
+    /// Deflated npz members (`--compress`); left out of the JSON when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compress: bool,
 }
 
 impl RunRecipe {
@@ -65,6 +68,7 @@ impl RunRecipe {
             split: format!("{}/{}/{}", s.train, s.valid, s.test),
             pad_minus_one: o.sample.pad_minus_one,
             pb: o.write_pb,
+            compress: o.compress,
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::features::NODE_FEATURE_COUNT;
 use super::graph::GraphEncoding;
-use super::npz::{DType, NpzWriter, Result};
+use super::npz::{Compression, DType, NpzWriter, Result};
 
 /// Number of tile config features.
 pub const TILE_CONFIG_FEATURES: usize = 24;
@@ -137,8 +137,12 @@ pub fn layout_members<'a>(
 
 /// Write `members` as the npz file `path` (checked against the schema before it is
 /// renamed into place).
-pub fn write_members(path: &Path, members: Vec<Member<'_>>) -> Result<PathBuf> {
-    let mut w = NpzWriter::create(path)?;
+pub fn write_members(
+    path: &Path,
+    members: Vec<Member<'_>>,
+    compression: Compression,
+) -> Result<PathBuf> {
+    let mut w = NpzWriter::create_with(path, compression)?;
     for m in members {
         match m.values {
             Values::F32(v) => w.add_slice(m.name, &m.shape, v)?,
@@ -172,6 +176,7 @@ pub fn write_tile_npz(
     write_members(
         path,
         tile_members(g, config_feat, config_runtime, config_runtime_normalizers),
+        Compression::Stored,
     )
 }
 
@@ -187,5 +192,6 @@ pub fn write_layout_npz(
     write_members(
         path,
         layout_members(g, node_config_ids, config_runtime, config_row),
+        Compression::Stored,
     )
 }
