@@ -1599,12 +1599,19 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
                 return Some(cur);
             }
             let ops = r.operands(cur);
-            // follow the largest operand
-            cur = *ops.iter().max_by(|&&x, &&y| {
-                let ex = r.arr(x).map(elements).unwrap_or(0.0);
-                let ey = r.arr(y).map(elements).unwrap_or(0.0);
-                ex.total_cmp(&ey).then(y.index().cmp(&x.index()))
-            })?;
+            // Follow the largest operand; of equal ones, the first by operand slot (as
+            // layout assignment prefers an element-wise op's first operand): a fact of
+            // the program, not of the order its instructions are listed in, so a module
+            // rebuilt from TpuGraphs features costs what the original does.
+            cur = *ops
+                .iter()
+                .enumerate()
+                .max_by(|&(i, &x), &(j, &y)| {
+                    let ex = r.arr(x).map(elements).unwrap_or(0.0);
+                    let ey = r.arr(y).map(elements).unwrap_or(0.0);
+                    ex.total_cmp(&ey).then(j.cmp(&i))
+                })?
+                .1;
         }
         None
     };
