@@ -95,12 +95,7 @@ fn xla_parser_accepts_our_printed_text() {
             paths.push(p);
         }
     }
-    let out = std::process::Command::new("python3")
-        .arg(shared.join("tools/xla_oracle.py"))
-        .args(&paths)
-        .output()
-        .expect("run xla_oracle.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = common::xla_oracle(&shared, &paths);
     let ok = stdout.lines().filter(|l| l.starts_with("ok\t")).count();
     let bad: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("ok\t")).collect();
     assert!(bad.is_empty(), "XLA rejected: {bad:#?}");

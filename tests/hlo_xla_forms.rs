@@ -451,12 +451,7 @@ fn xla_accepts_the_inputs_and_the_printed_forms() {
             paths.push(p);
         }
     }
-    let out = std::process::Command::new("python3")
-        .arg(shared.join("tools/xla_oracle.py"))
-        .args(&paths)
-        .output()
-        .expect("run xla_oracle.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = common::xla_oracle(&shared, &paths);
     let bad: Vec<&str> = stdout.lines().filter(|l| !l.starts_with("ok\t")).collect();
     assert!(bad.is_empty(), "XLA rejected: {bad:#?}");
     assert_eq!(stdout.lines().count(), paths.len(), "{stdout}");
@@ -467,12 +462,7 @@ fn xla_accepts_the_inputs_and_the_printed_forms() {
         std::fs::write(&p, src).unwrap();
         rejected.push(p);
     }
-    let out = std::process::Command::new("python3")
-        .arg(shared.join("tools/xla_oracle.py"))
-        .args(&rejected)
-        .output()
-        .expect("run xla_oracle.py");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = common::xla_oracle(&shared, &rejected);
     assert_eq!(
         stdout.lines().filter(|l| l.starts_with("err\t")).count(),
         REJECTED.len(),

@@ -258,13 +258,7 @@ fn oracle(files: &[PathBuf]) {
     let Some(dir) = common::shared_dir() else {
         return;
     };
-    let tool = dir.join("tools/xla_oracle.py");
-    let out = std::process::Command::new("python3")
-        .arg(&tool)
-        .args(files)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::xla_oracle(&dir, files);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), files.len(), "oracle output: {text}");
     for l in lines {

@@ -173,3 +173,15 @@ impl SplitMix {
         (self.next() % n.max(1) as u64) as usize
     }
 }
+
+/// XLA's own parser (`tools/xla_oracle.py` of `shared`) on `paths`: one line per file,
+/// `ok\t…` or `err\t…`, in order. Needs [`Need::Jax`].
+#[allow(dead_code)]
+pub fn xla_oracle(shared: &Path, paths: &[PathBuf]) -> String {
+    let out = std::process::Command::new("python3")
+        .arg(shared.join("tools/xla_oracle.py"))
+        .args(paths)
+        .output()
+        .expect("run xla_oracle.py");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
