@@ -507,6 +507,14 @@ fn tile_samples<'py>(
         })
         .map_err(err)?;
     pr.finish()?;
+    samples_dict(py, samples)
+}
+
+/// `{name: {array name: ndarray}}` of samples made in memory.
+fn samples_dict<'py>(
+    py: Python<'py>,
+    samples: Vec<(String, OwnedSample)>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (stem, s) in samples {
         d.set_item(stem, to_dict(py, s)?)?;
@@ -553,11 +561,7 @@ fn layout_samples<'py>(
         })
         .map_err(err)?;
     pr.finish()?;
-    let d = PyDict::new(py);
-    for (stem, s) in samples {
-        d.set_item(stem, to_dict(py, s)?)?;
-    }
-    Ok(d)
+    samples_dict(py, samples)
 }
 
 /// generate(collection, inputs, out, ...) -> dict: `tpusim generate COLLECTION` (the
