@@ -3,17 +3,21 @@
 //! * `tile_configs`: the per-configuration work of the tile collection (cost-model
 //!   estimate, 24 config features, seeded noise) over every distinct kernel of the
 //!   default compilation; throughput is configurations per second on one core.
-//! * `layout_recompile`: the label of one random layout configuration: compiled,
-//!   lowered and estimated (`recompiled_ns` on a prepared module), on one core.
+//! * `layout_recompile_{Random,Default}`: the label of one layout configuration of
+//!   that search: compiled, lowered and estimated (`recompiled_ns` on a prepared
+//!   module), on one core.
+//! * `layout_remembered_{Random,Default}`: the same label through a kernel memo
+//!   (`remembered_ns`, what `generate layout` runs): the kernels earlier configurations
+//!   share with it are not lowered or evaluated again.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
 
 use tpusim::dataset::config_feat::{tile_config_features, TileSizeConfig};
 use tpusim::dataset::generate::{sample_layouts, Search};
-use tpusim::dataset::layout_eval::{recompiled_ns, LayoutEvaluator};
+use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, LayoutEvaluator};
 use tpusim::dataset::plan::Noise;
-use tpusim::kernels::lower_kernel_full;
+use tpusim::kernels::{lower_kernel_full, KernelMemo};
 use tpusim::passes::{compile, CompilationConfig, PreparedModule};
 use tpusim::tpu::{default_tile, estimate, sample_tiles, TpuTarget};
 
@@ -59,20 +63,32 @@ fn bench(c: &mut Criterion) {
             acc
         })
     });
-    let ev = LayoutEvaluator::new(&m, &target);
     let prepared = PreparedModule::new(&m).expect("prepares");
-    let configs: Vec<CompilationConfig> = sample_layouts(&ev, Search::Random, 16, 5)
-        .iter()
-        .map(|c| ev.compilation_config(c))
-        .collect();
-    let mut i = 0;
-    g.throughput(Throughput::Elements(1));
-    g.bench_function("layout_recompile_Random", |b| {
-        b.iter(|| {
-            i = (i + 1) % configs.len();
-            recompiled_ns(&prepared, &configs[i], &target).expect("estimates")
-        })
-    });
+    for search in [Search::Random, Search::Default] {
+        let ev = LayoutEvaluator::new(&m, &target);
+        // as many configurations as a run of a few seconds labels, each used once per
+        // pass, so the memo sees what a `generate` run's first configurations show it
+        let configs: Vec<CompilationConfig> = sample_layouts(&ev, search, 2000, 5)
+            .iter()
+            .map(|c| ev.compilation_config(c))
+            .collect();
+        g.throughput(Throughput::Elements(1));
+        let mut i = 0;
+        g.bench_function(format!("layout_recompile_{search:?}"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                recompiled_ns(&prepared, &configs[i], &target).expect("estimates")
+            })
+        });
+        let memo = KernelMemo::new(&m, &target);
+        let mut i = 0;
+        g.bench_function(format!("layout_remembered_{search:?}"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                remembered_ns(&prepared, &configs[i], &memo).expect("estimates")
+            })
+        });
+    }
     g.finish();
 }
 

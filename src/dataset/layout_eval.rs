@@ -11,7 +11,9 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::{compile_program, ProgramError, TileOverrides};
+use crate::kernels::{
+    compile_program, compile_program_with, KernelMemo, ProgramError, TileOverrides,
+};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,
@@ -77,7 +79,8 @@ impl ConfigNode {
 /// The layout configurations of one module: its configurable nodes, and the runtime of
 /// a configuration on a target.
 pub struct LayoutEvaluator {
-    target: TpuTarget,
+    /// The kernels of the configurations evaluated so far ([`KernelMemo`]).
+    memo: KernelMemo,
     /// The configurable nodes, in the order configurations list their choices.
     pub nodes: Vec<ConfigNode>,
 }
@@ -115,7 +118,7 @@ impl LayoutEvaluator {
             });
         }
         LayoutEvaluator {
-            target: target.clone(),
+            memo: KernelMemo::new(m, target),
             nodes,
         }
     }
@@ -165,13 +168,15 @@ impl LayoutEvaluator {
 
     /// Runtime of a configuration (one choice per node, in `self.nodes` order) of the
     /// module `prepared` was made from, ns: [`recompiled_ns`] of its
-    /// [`LayoutEvaluator::compilation_config`].
+    /// [`LayoutEvaluator::compilation_config`], with the kernels that earlier
+    /// configurations share with it taken from the evaluator's [`KernelMemo`] (which
+    /// changes nothing but the time: [`remembered_ns`]).
     pub fn runtime_ns(
         &self,
         prepared: &PreparedModule,
         config: &[NodeChoice],
     ) -> Result<f64, ProgramError> {
-        recompiled_ns(prepared, &self.compilation_config(config), &self.target)
+        remembered_ns(prepared, &self.compilation_config(config), &self.memo)
     }
 }
 
@@ -187,4 +192,17 @@ pub fn recompiled_ns(
     compile_program(prepared, config)?
         .program
         .total_ns(target, &TileOverrides::default())
+}
+
+/// [`recompiled_ns`] on `memo`'s target, with the kernels `memo` remembers taken from it
+/// instead of lowered and evaluated again (`kernels::memo`: a remembered kernel is the
+/// kernel): the same runtime, to the bit (`tests/kernel_memo.rs`).
+pub fn remembered_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    memo: &KernelMemo,
+) -> Result<f64, ProgramError> {
+    compile_program_with(prepared, config, Some(memo))?
+        .program
+        .total_ns(memo.target(), &TileOverrides::default())
 }

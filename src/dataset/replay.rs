@@ -10,8 +10,8 @@
 
 use rayon::prelude::*;
 
-use crate::dataset::layout_eval::recompiled_ns;
-use crate::kernels::{LoweredProgram, ProgramError, TileOverrides};
+use crate::dataset::layout_eval::remembered_ns;
+use crate::kernels::{KernelMemo, LoweredProgram, ProgramError, TileOverrides};
 use crate::passes::{CompilationConfig, CompileError, LayoutEntry, NodeRef, PreparedModule};
 use crate::proto::{ModuleTuning, ProtoError, Run, RunConfig};
 use crate::tpu::{TileConfig, TpuTarget};
@@ -67,6 +67,8 @@ pub fn predict_runs(
     // The default compilation serves every tile run.
     let base = prepared.compile(&CompilationConfig::default())?;
     let base_prog = LoweredProgram::new(&base.module)?;
+    // layout runs share most of their kernels: lowered and evaluated once
+    let memo = KernelMemo::new(&module, target);
     let root_kernel = {
         let e = base.module.entry();
         e.instr(e.root).name.to_string()
@@ -87,7 +89,7 @@ pub fn predict_runs(
             }
             RunConfig::Layout(_) => {
                 let c = layout_run_config(mt, run).unwrap_or_default();
-                recompiled_ns(&prepared, &c, target)
+                remembered_ns(&prepared, &c, &memo)
             }
             _ => base_prog.total_ns(target, &TileOverrides::default()),
         }

@@ -345,6 +345,11 @@ impl SharedAttrs {
         SharedAttrs(Some(std::sync::Arc::new(attrs)))
     }
 
+    /// Whether no attribute was ever set (the default attributes, unshared).
+    pub fn is_unset(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Whether both hold the very same attributes (not just equal ones).
     pub fn same_as(&self, other: &SharedAttrs) -> bool {
         match (&self.0, &other.0) {

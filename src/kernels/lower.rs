@@ -169,6 +169,15 @@ pub fn lower_body(
     body: KernelBody<'_>,
     name: &str,
 ) -> Result<Option<LoweredKernel>, LowerError> {
+    Ok(lower_body_at(module, body, name)?.map(|(k, _)| k))
+}
+
+/// [`lower_body`] and the position of the kernel's hero in `body`.
+pub(crate) fn lower_body_at(
+    module: &Module,
+    body: KernelBody<'_>,
+    name: &str,
+) -> Result<Option<(LoweredKernel, usize)>, LowerError> {
     if body.root as usize >= body.instrs.len() {
         return Err(LowerError::NoRoot(name.to_string()));
     }
@@ -183,7 +192,7 @@ pub fn lower_body(
             return Ok(None);
         }
     }
-    lower_region(&region, name)
+    Ok(lower_region_at(&region, name)?.map(|(k, hero)| (k, hero.index())))
 }
 
 // ---------------------------------------------------------------------------
@@ -1248,6 +1257,11 @@ fn precision_of(r: &Region, hero: InstrId) -> MxuPrecision {
 }
 
 fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerError> {
+    Ok(lower_region_at(r, name)?.map(|(k, _)| k))
+}
+
+/// [`lower_region`] and the kernel's hero instruction.
+fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, InstrId)>, LowerError> {
     // ---- main output and side outputs
     let root_ins = r.ins(r.root);
     let root_shape = r.out_shape.unwrap_or(root_ins.shape);
@@ -1849,28 +1863,34 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
     };
     let hero_name = r.name(hero);
     match desc.validate() {
-        Ok(()) => Ok(Some(LoweredKernel {
-            desc,
-            hero: hero_op,
-            hero_name,
-            side_outputs: side,
-            operand_of_input,
-            flattened: false,
-        })),
+        Ok(()) => Ok(Some((
+            LoweredKernel {
+                desc,
+                hero: hero_op,
+                hero_name,
+                side_outputs: side,
+                operand_of_input,
+                flattened: false,
+            },
+            hero,
+        ))),
         Err(_) => {
             let flat = flatten(&desc);
             flat.validate().map_err(|source| LowerError::Model {
                 kernel: name.to_string(),
                 source,
             })?;
-            Ok(Some(LoweredKernel {
-                desc: flat,
-                hero: hero_op,
-                hero_name,
-                side_outputs: side,
-                operand_of_input,
-                flattened: true,
-            }))
+            Ok(Some((
+                LoweredKernel {
+                    desc: flat,
+                    hero: hero_op,
+                    hero_name,
+                    side_outputs: side,
+                    operand_of_input,
+                    flattened: true,
+                },
+                hero,
+            )))
         }
     }
 }

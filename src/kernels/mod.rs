@@ -14,12 +14,15 @@
 //! [`KernelDesc`]: crate::tpu::KernelDesc
 
 pub mod lower;
+pub mod memo;
 pub mod ops;
 pub mod program;
 
 pub use lower::{describe, lower_body, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
+pub use memo::KernelMemo;
 pub use program::{
-    compile_program, estimate_program, explain_kernel, find_kernel, tile_overrides,
-    CompiledProgram, KernelExplanation, KernelRow, LoweredProgram, PreparedProgram, ProgramError,
-    ProgramEstimate, ProgramKernel, SideOutputs, TileOverrides, TripSource, DEFAULT_TRIP_COUNT,
+    compile_program, compile_program_with, estimate_program, explain_kernel, find_kernel,
+    tile_overrides, CompiledProgram, KernelExplanation, KernelRow, LoweredProgram, PreparedProgram,
+    ProgramError, ProgramEstimate, ProgramKernel, SideOutputs, TileOverrides, TripSource,
+    DEFAULT_TRIP_COUNT,
 };

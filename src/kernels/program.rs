@@ -13,7 +13,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 use thiserror::Error;
 
+use std::sync::Arc;
+
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
+use super::memo::{KernelMemo, MemoKernel, Remembered};
 use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, InstrId, Module, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
@@ -49,9 +52,22 @@ pub fn compile_program(
     prepared: &PreparedModule,
     config: &CompilationConfig,
 ) -> Result<CompiledProgram, ProgramError> {
+    compile_program_with(prepared, config, None)
+}
+
+/// [`compile_program`], taking the kernels that `memo` remembers from it instead of
+/// lowering them again (a remembered kernel is the kernel: `kernels::memo`), and
+/// remembering the others. The program is the same with or without a memo
+/// (`tests/kernel_memo.rs`); its estimate on the memo's target reuses the remembered
+/// kernels' evaluations.
+pub fn compile_program_with(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    memo: Option<&KernelMemo>,
+) -> Result<CompiledProgram, ProgramError> {
     if prepared.is_straight_line() {
         let c = prepared.compile_bodies(config)?;
-        let program = LoweredProgram::from_bodies(prepared.module(), &c)?;
+        let program = LoweredProgram::lowered_bodies(prepared.module(), &c, memo)?;
         return Ok(CompiledProgram {
             program,
             kernels: c.kernels,
@@ -70,6 +86,7 @@ pub fn compile_program(
         input: prepared.module(),
         bodies: &c.bodies,
         at,
+        memo,
     };
     let program = LoweredProgram::walked(&skeleton, Some(hook))?;
     Ok(CompiledProgram {
@@ -141,6 +158,8 @@ pub struct ProgramKernel {
     pub computation: String,
     /// Index of the structurally identical kernel evaluated for it.
     class: usize,
+    /// The memo entry the kernel was taken from or remembered in.
+    entry: Option<Arc<Remembered>>,
 }
 
 /// One row of the per-kernel report (times per execution, in ns).
@@ -207,11 +226,13 @@ pub struct LoweredProgram {
     by_name: HashMap<String, Vec<usize>>,
     /// `while` loops: (instruction name, trip count, source).
     pub loops: Vec<(String, u64, TripSource)>,
+    /// The target of the memo the kernels came from, whose evaluations it keeps.
+    memo_target: Option<Arc<TpuTarget>>,
 }
 
 /// Evaluation of one kernel under one target/tile.
 #[derive(Debug, Clone, Copy)]
-struct Eval {
+pub(crate) struct Eval {
     est: Option<Estimate>,
     total_ns: f64,
     side_ns: f64,
@@ -227,6 +248,25 @@ struct Walker<'m> {
     cache: HashMap<CompId, Vec<Node>>,
     active: Vec<CompId>,
     loops: Vec<(String, u64, TripSource)>,
+    /// Buffer of the memo's body keys.
+    key: Vec<u8>,
+}
+
+/// [`lower_body`], through `memo` when there is one.
+fn lower_with(
+    module: &Module,
+    body: crate::passes::KernelBody<'_>,
+    name: &str,
+    memo: Option<&KernelMemo>,
+    key: &mut Vec<u8>,
+) -> Result<Option<MemoKernel>, LowerError> {
+    match memo {
+        Some(m) => m.lower(module, body, name, key),
+        None => Ok(lower_body(module, body, name)?.map(|kernel| MemoKernel {
+            kernel,
+            entry: None,
+        })),
+    }
 }
 
 /// The kernel bodies of a skeleton module's fusions (`PreparedModule::compile_skeleton`).
@@ -236,6 +276,7 @@ struct BodyHook<'m> {
     bodies: &'m crate::passes::KernelBodies<'m>,
     /// (computation, instruction) of each fusion the compiler made → its body.
     at: HashMap<(CompId, u32), usize>,
+    memo: Option<&'m KernelMemo>,
 }
 
 impl Walker<'_> {
@@ -303,16 +344,21 @@ impl Walker<'_> {
                         let i = *h.at.get(&(comp, id.index() as u32))?;
                         Some((h.input, h.bodies.get(i)?))
                     });
+                    let memo = self.bodies.as_ref().and_then(|h| h.memo);
                     let lowered = match body {
-                        Some((input, b)) => lower_body(input, b, &ins.name)?,
-                        None => lower_kernel_full(module, comp, id)?,
+                        Some((input, b)) => lower_with(input, b, &ins.name, memo, &mut self.key)?,
+                        None => lower_kernel_full(module, comp, id)?.map(|kernel| MemoKernel {
+                            kernel,
+                            entry: None,
+                        }),
                     };
                     if let Some(k) = lowered {
                         nodes.push(Node::Kernel(self.kernels.len()));
                         self.kernels.push(ProgramKernel {
-                            lowered: k,
+                            lowered: k.kernel,
                             computation: c.name.clone(),
                             class: 0,
+                            entry: k.entry,
                         });
                     }
                 }
@@ -387,6 +433,10 @@ impl LoweredProgram {
     /// Walks `module` from its entry; with `bodies`, its compiler-made fusions are
     /// lowered from their bodies (a skeleton module).
     fn walked<'m>(module: &'m Module, bodies: Option<BodyHook<'m>>) -> Result<Self, ProgramError> {
+        let memo_target = bodies
+            .as_ref()
+            .and_then(|h| h.memo)
+            .map(|m| Arc::new(m.target().clone()));
         let mut w = Walker {
             module,
             bodies,
@@ -394,9 +444,10 @@ impl LoweredProgram {
             cache: HashMap::new(),
             active: Vec::new(),
             loops: Vec::new(),
+            key: Vec::new(),
         };
         let nodes = w.walk(module.entry)?;
-        Ok(Self::assemble(w.kernels, nodes, w.loops))
+        Ok(Self::assemble(w.kernels, nodes, w.loops, memo_target))
     }
 
     /// Lowers the kernels listed by [`crate::passes::PreparedModule::compile_bodies`]
@@ -410,22 +461,34 @@ impl LoweredProgram {
         module: &Module,
         compiled: &crate::passes::CompiledBodies<'_>,
     ) -> Result<Self, ProgramError> {
+        Self::lowered_bodies(module, compiled, None)
+    }
+
+    /// [`LoweredProgram::from_bodies`] through a memo.
+    fn lowered_bodies(
+        module: &Module,
+        compiled: &crate::passes::CompiledBodies<'_>,
+        memo: Option<&KernelMemo>,
+    ) -> Result<Self, ProgramError> {
         if !compiled.straight_line {
             return Err(ProgramError::NotStraightLine(module.name.clone()));
         }
         let mut kernels = Vec::with_capacity(compiled.bodies.len());
         let mut nodes = Vec::with_capacity(compiled.bodies.len());
+        let mut key = Vec::new();
         for (k, body) in compiled.kernels.iter().zip(compiled.bodies.iter()) {
-            if let Some(lowered) = lower_body(module, body, &k.name)? {
+            if let Some(l) = lower_with(module, body, &k.name, memo, &mut key)? {
                 nodes.push(Node::Kernel(kernels.len()));
                 kernels.push(ProgramKernel {
-                    lowered,
+                    lowered: l.kernel,
                     computation: k.computation_name.to_string(),
                     class: 0,
+                    entry: l.entry,
                 });
             }
         }
-        Ok(Self::assemble(kernels, nodes, Vec::new()))
+        let memo_target = memo.map(|m| Arc::new(m.target().clone()));
+        Ok(Self::assemble(kernels, nodes, Vec::new(), memo_target))
     }
 
     /// Groups structurally identical kernels and indexes them by name.
@@ -433,6 +496,7 @@ impl LoweredProgram {
         mut kernels: Vec<ProgramKernel>,
         nodes: Vec<Node>,
         loops: Vec<(String, u64, TripSource)>,
+        memo_target: Option<Arc<TpuTarget>>,
     ) -> Self {
         let mut classes: Vec<usize> = Vec::new();
         // Structure hash → classes with that hash.
@@ -465,6 +529,7 @@ impl LoweredProgram {
             nodes,
             by_name,
             loops,
+            memo_target,
         }
     }
 
@@ -488,9 +553,22 @@ impl LoweredProgram {
         target: &'a TpuTarget,
     ) -> Result<PreparedProgram<'a>, ProgramError> {
         let mut class_evals = Vec::with_capacity(self.classes.len());
+        // the memo keeps evaluations on its own target only
+        let memo = self.memo_target.as_deref().is_some_and(|t| t == target);
         for &rep in &self.classes {
             let k = &self.kernels[rep];
-            class_evals.push(eval_kernel(k, target, None)?);
+            let kept = k.entry.as_ref().filter(|_| memo).map(|e| &e.eval);
+            let e = match kept.and_then(|e| e.get()) {
+                Some(e) => *e,
+                None => {
+                    let e = eval_kernel(k, target, None)?;
+                    if let Some(kept) = kept {
+                        let _ = kept.set(e);
+                    }
+                    e
+                }
+            };
+            class_evals.push(e);
         }
         Ok(PreparedProgram {
             program: self,
@@ -944,6 +1022,7 @@ pub fn explain_kernel(
         lowered: k,
         computation: c.name.clone(),
         class: 0,
+        entry: None,
     };
     // Only a tile override the model rejects fails here; the derivation says why.
     let eval = eval_kernel(&pk, target, tile).ok();

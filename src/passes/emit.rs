@@ -206,7 +206,8 @@ impl BodyNodes {
                 Some(s) if n.opcode == s.opcode || s.attrs.dimensions.is_none() => {
                     BodyAttrs::Input(&s.attrs)
                 }
-                _ => BodyAttrs::Own(node_attrs(n, n.src.map(|s| s.attrs.clone()))),
+                Some(s) => BodyAttrs::Stripped(&s.attrs, node_attrs(n, Some(s.attrs.clone()))),
+                None => BodyAttrs::Own(node_attrs(n, None)),
             };
             list.push(BodyNode {
                 name: Name::from(n.name()),

@@ -261,7 +261,12 @@ impl Kernel {
 /// made or changed the instruction.
 #[derive(Debug, Clone)]
 pub enum BodyAttrs<'m> {
+    /// The input instruction's attributes.
     Input(&'m Attrs),
+    /// The input instruction's attributes without `dimensions` (the first), for an
+    /// instruction the compiler gave another opcode (the second).
+    Stripped(&'m Attrs, SharedAttrs),
+    /// Attributes of an instruction the compiler made.
     Own(SharedAttrs),
 }
 
@@ -270,7 +275,7 @@ impl std::ops::Deref for BodyAttrs<'_> {
     fn deref(&self) -> &Attrs {
         match self {
             BodyAttrs::Input(a) => a,
-            BodyAttrs::Own(a) => a,
+            BodyAttrs::Stripped(_, a) | BodyAttrs::Own(a) => a,
         }
     }
 }

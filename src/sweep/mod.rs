@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::ir::{Module, Opcode};
-use crate::kernels::{compile_program, tile_overrides};
+use crate::kernels::{compile_program_with, tile_overrides, KernelMemo};
 use crate::passes::{
     configurable_nodes, CompilationConfig, LayoutEntry, NodeRef, PreparedModule,
     CONFIGURABLE_OPCODES,
@@ -425,6 +425,8 @@ pub fn layout_sweep(
         });
     }
     let prepared = PreparedModule::new(module)?;
+    // the layouts of one tensor share most kernels: lowered and evaluated once
+    let memo = KernelMemo::new(module, target);
     let mut layouts = vec![Vec::new()];
     layouts.extend(permutations(rank));
     let total = layouts.len();
@@ -432,7 +434,7 @@ pub fn layout_sweep(
         .into_par_iter()
         .map(|layout| {
             let cfg = with_layout(base, node, tensor, &layout);
-            let compiled = compile_program(&prepared, &cfg)?;
+            let compiled = compile_program_with(&prepared, &cfg, Some(&memo))?;
             let total_ns = compiled
                 .program
                 .total_ns(target, &tile_overrides(&compiled.kernels))?;

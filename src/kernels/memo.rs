@@ -1,0 +1,231 @@
+//! Lowered kernels remembered by content, across the compilations of one module.
+//!
+//! A dataset generator compiles one module under thousands of configurations, and most
+//! kernels of one compilation are, instruction for instruction and layout for layout,
+//! kernels of an earlier one. [`KernelMemo`] keeps what lowering made of each kernel
+//! body it has seen, and the body's default-tile evaluation on the memo's target, under
+//! a key that holds the body's whole content: every instruction's opcode, laid-out
+//! shape, attributes (by identity in the input module, or by value), operand positions
+//! and parameter number, and the body's root and leaves. Lowering reads nothing else of
+//! a body (`lower::lower_body`), so a body with an equal key lowers to an equal kernel:
+//! a remembered kernel is the kernel, not an approximation of it. Keys are compared in
+//! full (no hash stands for a key). The kernel's own names (its instruction's and its
+//! hero's) are the only part that differs between equal bodies, and are set per use.
+//!
+//! `Sync`: one memo serves every thread compiling configurations of its module.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::lower::{lower_body, lower_body_at, LowerError, LoweredKernel};
+use crate::ir::{Attrs, Module};
+use crate::passes::kernel::{BodyAttrs, KernelBody};
+use crate::tpu::TpuTarget;
+
+/// Shards of the table (a lock each), so that threads rarely wait for one another.
+const SHARDS: usize = 16;
+
+/// Kernels remembered for one module and one target (see the module documentation).
+pub struct KernelMemo {
+    /// Identity of the module the bodies' attributes point into.
+    module: usize,
+    target: TpuTarget,
+    shards: Vec<Mutex<Shard>>,
+    /// Bodies remembered per shard at most; a full shard forgets everything it holds and
+    /// starts again (a bound on memory, not on correctness).
+    per_shard: usize,
+}
+
+type Shard = HashMap<Box<[u8]>, Arc<Remembered>, foldhash::fast::FixedState>;
+
+/// What lowering made of one kernel body.
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    /// The kernel (`None`: the body is no kernel, e.g. a zero-cost instruction), named
+    /// after the body it was first lowered from.
+    kernel: Option<LoweredKernel>,
+    /// Position of the hero instruction in the body.
+    hero: usize,
+    /// The kernel's evaluation under its default tile on the memo's target.
+    pub(crate) eval: OnceLock<super::program::Eval>,
+}
+
+/// A kernel as [`KernelMemo::lower`] gives it: lowered now, or remembered.
+pub(crate) struct MemoKernel {
+    pub kernel: LoweredKernel,
+    /// The memo entry it came from (its evaluation can be shared).
+    pub entry: Option<Arc<Remembered>>,
+}
+
+impl KernelMemo {
+    /// An empty memo for the compilations of `module`, estimated on `target`; it
+    /// remembers up to about 65,536 kernel bodies (a body takes about 4 KB: its key and
+    /// its kernel).
+    pub fn new(module: &Module, target: &TpuTarget) -> Self {
+        Self::with_capacity(module, target, 1 << 16)
+    }
+
+    /// An empty memo that remembers up to about `bodies` kernel bodies.
+    pub fn with_capacity(module: &Module, target: &TpuTarget, bodies: usize) -> Self {
+        KernelMemo {
+            module: module as *const Module as usize,
+            target: target.clone(),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            per_shard: bodies.div_ceil(SHARDS).max(1),
+        }
+    }
+
+    /// The target whose evaluations the memo keeps.
+    pub fn target(&self) -> &TpuTarget {
+        &self.target
+    }
+
+    /// Whether this memo was made for `module`.
+    pub fn is_for(&self, module: &Module) -> bool {
+        self.module == module as *const Module as usize
+    }
+
+    /// Kernel bodies remembered now.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// [`lower_body`] of `body` (a kernel of a compilation of this memo's module) named
+    /// `name`: remembered when an equal body was lowered before.
+    pub(crate) fn lower(
+        &self,
+        module: &Module,
+        body: KernelBody<'_>,
+        name: &str,
+        key: &mut Vec<u8>,
+    ) -> Result<Option<MemoKernel>, LowerError> {
+        let unremembered = |kernel| MemoKernel {
+            kernel,
+            entry: None,
+        };
+        if !self.is_for(module) || !body_key(body, key) {
+            return Ok(lower_body(module, body, name)?.map(unremembered));
+        }
+        let hash = foldhash::fast::FixedState::default().hash_one(&key[..]);
+        let shard = &self.shards[(hash as usize) % SHARDS];
+        let found = shard.lock().ok().and_then(|s| s.get(&key[..]).cloned());
+        if let Some(r) = found {
+            return Ok(r.kernel.as_ref().map(|k| {
+                let mut kernel = k.clone();
+                kernel.desc.name = name.to_string();
+                kernel.hero_name = body.name(r.hero);
+                MemoKernel {
+                    kernel,
+                    entry: Some(r.clone()),
+                }
+            }));
+        }
+        let lowered = lower_body_at(module, body, name)?;
+        let entry = Arc::new(Remembered {
+            kernel: lowered.as_ref().map(|(k, _)| k.clone()),
+            hero: lowered.as_ref().map(|&(_, h)| h).unwrap_or(0),
+            eval: OnceLock::new(),
+        });
+        if let Ok(mut s) = shard.lock() {
+            if s.len() >= self.per_shard {
+                s.clear();
+            }
+            s.insert(key.as_slice().into(), entry.clone());
+        }
+        Ok(lowered.map(|(kernel, _)| MemoKernel {
+            kernel,
+            entry: Some(entry),
+        }))
+    }
+}
+
+/// Writes every value the derived `Hash` impls feed it, in order: for the derived impls
+/// of the IR's shapes (which prefix every list with its length and every enum with its
+/// variant) that is an encoding of the value, so equal records mean equal values.
+struct Recorder<'a>(&'a mut Vec<u8>);
+
+impl Hasher for Recorder<'_> {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// Tags that keep the parts of a key apart.
+const PARAMETER: u8 = 1;
+const INSTRUCTION: u8 = 2;
+const INPUT_ATTRS: u8 = 3;
+const NO_ATTRS: u8 = 4;
+const STRIPPED_ATTRS: u8 = 5;
+const TUPLE_INDEX: u8 = 6;
+
+/// The content of `body` as bytes, into `out` (cleared first): everything lowering
+/// reads of it. False when the body holds attributes the compiler made (other than
+/// none, or a tuple index), which the key does not name: such a body is lowered every
+/// time.
+fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    out.extend_from_slice(&body.root.to_le_bytes());
+    out.extend_from_slice(&body.leaves.to_le_bytes());
+    out.push(body.single as u8);
+    out.extend_from_slice(&(body.instrs.len() as u32).to_le_bytes());
+    for b in body.instrs {
+        let n = &body.nodes[b.node as usize];
+        if b.parameter != u32::MAX {
+            // a fusion parameter: its number and the shape of the value it stands for
+            // (its attributes are the parameter number's)
+            out.push(PARAMETER);
+            out.extend_from_slice(&b.parameter.to_le_bytes());
+            n.shape.hash(&mut Recorder(out));
+            continue;
+        }
+        out.push(INSTRUCTION);
+        out.extend_from_slice(&(n.opcode as u16).to_le_bytes());
+        n.async_wrapped
+            .map(|o| o as u16 + 1)
+            .unwrap_or(0)
+            .hash(&mut Recorder(out));
+        n.shape.hash(&mut Recorder(out));
+        match &n.attrs {
+            // the input module's attributes: the same address is the same attributes
+            BodyAttrs::Input(a) => {
+                out.push(INPUT_ATTRS);
+                out.extend_from_slice(&(*a as *const _ as usize).to_le_bytes());
+            }
+            // the input's without `dimensions`: a function of the input's
+            BodyAttrs::Stripped(a, _) => {
+                out.push(STRIPPED_ATTRS);
+                out.extend_from_slice(&(*a as *const _ as usize).to_le_bytes());
+            }
+            BodyAttrs::Own(a) if a.is_unset() => out.push(NO_ATTRS),
+            // an instruction the compiler made: a tuple index at most (a
+            // get-tuple-element), else the body is not remembered
+            BodyAttrs::Own(a) => {
+                let only_index = Attrs {
+                    tuple_index: a.tuple_index,
+                    ..Attrs::default()
+                };
+                if **a != only_index {
+                    return false;
+                }
+                out.push(TUPLE_INDEX);
+                a.tuple_index.hash(&mut Recorder(out));
+            }
+        }
+        out.extend_from_slice(&(b.operands.len() as u32).to_le_bytes());
+        for &o in &b.operands {
+            out.extend_from_slice(&o.to_le_bytes());
+        }
+    }
+    true
+}

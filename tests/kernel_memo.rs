@@ -1,0 +1,179 @@
+//! A kernel memo changes nothing but the time: the program compiled through it is the
+//! program compiled without it (kernels, names, estimates), and its runtimes are the
+//! same to the bit, on the memo's target and on any other.
+
+mod common;
+
+use tpusim::dataset::generate::{sample_layouts, Search};
+use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, LayoutEvaluator};
+use tpusim::hlo::parse_module;
+use tpusim::ir::Module;
+use tpusim::kernels::TileOverrides;
+use tpusim::kernels::{compile_program, compile_program_with, KernelMemo, LoweredProgram};
+use tpusim::passes::{CompilationConfig, PreparedModule};
+use tpusim::tpu::TpuTarget;
+
+fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
+    assert_eq!(a.kernels.len(), b.kernels.len(), "{what}: kernel counts");
+    for (x, y) in a.kernels.iter().zip(&b.kernels) {
+        assert_eq!(
+            x.lowered, y.lowered,
+            "{what}: kernel {}",
+            x.lowered.desc.name
+        );
+        assert_eq!(x.computation, y.computation, "{what}");
+    }
+    assert_eq!(a.loops, b.loops, "{what}");
+    assert_eq!(a.distinct_kernels(), b.distinct_kernels(), "{what}");
+    let none = TileOverrides::default();
+    for target in [TpuTarget::v3(), TpuTarget::v5e()] {
+        assert_eq!(
+            a.estimate(&target, &none),
+            b.estimate(&target, &none),
+            "{what}: estimates on {}",
+            target.name
+        );
+    }
+}
+
+/// `configs` random layout configurations of `m` (and the default), each compiled with
+/// and without one shared memo; returns (kernels lowered, bodies remembered).
+fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize) {
+    let v3 = TpuTarget::v3();
+    let ev = LayoutEvaluator::new(m, &v3);
+    let prepared = PreparedModule::new(m).unwrap();
+    let memo = KernelMemo::new(m, &v3);
+    let mut cfgs = vec![CompilationConfig::default()];
+    cfgs.extend(
+        sample_layouts(&ev, Search::Random, configs, 3)
+            .iter()
+            .map(|c| ev.compilation_config(c)),
+    );
+    let mut lowered = 0;
+    // twice over: the second pass takes every kernel from the memo
+    for pass in 0..2 {
+        for (i, cfg) in cfgs.iter().enumerate() {
+            let what = format!("{what}, config {i}, pass {pass}");
+            let plain = compile_program(&prepared, cfg).unwrap();
+            let kept = compile_program_with(&prepared, cfg, Some(&memo)).unwrap();
+            assert_same_program(&what, &plain.program, &kept.program);
+            assert_eq!(plain.kernels, kept.kernels, "{what}");
+            let exact = recompiled_ns(&prepared, cfg, &v3).unwrap();
+            let fast = remembered_ns(&prepared, cfg, &memo).unwrap();
+            assert_eq!(exact.to_bits(), fast.to_bits(), "{what}: {exact} vs {fast}");
+            // the evaluator's own memo gives the same
+            if pass == 0 {
+                lowered += plain.program.kernels.len();
+            }
+        }
+        if pass == 0 {
+            let after_first = memo.len();
+            assert!(after_first > 0, "{what}: nothing remembered");
+        }
+    }
+    (lowered, memo.len())
+}
+
+#[test]
+fn memo_changes_nothing_on_the_samples() {
+    for (name, configs) in [
+        ("resnet18_infer_b8", 12),
+        ("mlp_train", 12),
+        ("bert_base_infer_b8s128", 6),
+        ("resnet50_train_b8", 4),
+    ] {
+        let m = common::load_sample(&format!("{name}.hlo"));
+        let (lowered, remembered) = check_module(name, &m, configs);
+        // kernels repeat within and across configurations: fewer bodies than kernels
+        assert!(
+            remembered < lowered,
+            "{name}: {remembered} bodies remembered for {lowered} kernels"
+        );
+    }
+}
+
+/// A program with a loop (the skeleton path of `compile_program`) and a second target.
+#[test]
+fn memo_changes_nothing_in_loops_and_on_other_targets() {
+    let text = r#"
+HloModule w
+
+cond {
+  p = (s32[], f32[8,128]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(4)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s32[], f32[8,128]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f32[8,128] get-tuple-element(p), index=1
+  e = f32[8,128] exponential(v)
+  a = f32[8,128] add(e, v)
+  ROOT t = (s32[], f32[8,128]) tuple(j, a)
+}
+
+ENTRY e {
+  x = f32[8,128] parameter(0)
+  y = f32[128,8] transpose(x), dimensions={1,0}
+  d = f32[8,8] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  s = f32[8,8] add(d, d)
+  z = s32[] constant(0)
+  t = (s32[], f32[8,128]) tuple(z, x)
+  w = (s32[], f32[8,128]) while(t), condition=cond, body=body
+  r = f32[8,128] get-tuple-element(w), index=1
+  ROOT o = (f32[8,128], f32[8,8]) tuple(r, s)
+}
+"#;
+    let m = parse_module("w.hlo", text).unwrap();
+    let prepared = PreparedModule::new(&m).unwrap();
+    assert!(!prepared.is_straight_line());
+    let v5e = TpuTarget::v5e();
+    let memo = KernelMemo::new(&m, &v5e);
+    for _ in 0..2 {
+        let cfg = CompilationConfig::default();
+        let plain = compile_program(&prepared, &cfg).unwrap();
+        let kept = compile_program_with(&prepared, &cfg, Some(&memo)).unwrap();
+        assert_eq!(kept.program.loops[0].1, 4);
+        assert_same_program("while loop", &plain.program, &kept.program);
+        for t in [TpuTarget::v3(), v5e.clone()] {
+            let none = TileOverrides::default();
+            assert_eq!(
+                plain.program.total_ns(&t, &none).unwrap().to_bits(),
+                kept.program.total_ns(&t, &none).unwrap().to_bits(),
+                "{}",
+                t.name
+            );
+        }
+    }
+    // the fusions the compiler makes are remembered (the loop body's and the dot's);
+    // unfused instructions of a program with loops are lowered from the skeleton
+    let fusions = compile_program(&prepared, &CompilationConfig::default())
+        .unwrap()
+        .kernels
+        .iter()
+        .filter(|k| k.fused_computation.is_some())
+        .count();
+    assert_eq!(fusions, 2);
+    assert_eq!(memo.len(), fusions);
+}
+
+/// A memo made for another module is not used (its attribute addresses mean nothing
+/// there): the program is still right.
+#[test]
+fn memo_of_another_module_is_ignored() {
+    let a = common::load_sample("mlp_train.hlo");
+    let b = common::load_sample("mlp_train.hlo");
+    let v3 = TpuTarget::v3();
+    let memo = KernelMemo::new(&a, &v3);
+    assert!(memo.is_for(&a) && !memo.is_for(&b));
+    let prepared = PreparedModule::new(&b).unwrap();
+    let cfg = CompilationConfig::default();
+    let kept = compile_program_with(&prepared, &cfg, Some(&memo)).unwrap();
+    let plain = compile_program(&prepared, &cfg).unwrap();
+    assert_same_program("other module", &plain.program, &kept.program);
+    assert!(memo.is_empty());
+}
