@@ -223,7 +223,7 @@ fn default_compile_is_valid_and_complete() {
                 }
             }
             // Every dot/convolution kernel is kOutput.
-            if matches!(k.hero, Opcode::Dot | Opcode::Convolution) {
+            if k.hero.is_mxu() {
                 assert_eq!(
                     k.kind,
                     KernelKind::Output,

@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 
-use crate::ir::{CallRole, Comparison, Computation, InstrId, Module, Opcode};
+use crate::ir::{integer_literal, CallRole, Comparison, Computation, InstrId, Module, Opcode};
 
 /// Trip count assumed for a loop whose count is not known.
 pub const DEFAULT_TRIP_COUNT: u64 = 1;
@@ -68,20 +68,11 @@ fn backend_trip_count(bc: &str) -> Option<u64> {
     let v = serde_json::from_str::<serde_json::Value>(&text).ok()?;
     let n = v.get("known_trip_count")?.get("n")?;
     match n {
-        serde_json::Value::String(s) => integer(s),
+        serde_json::Value::String(s) => integer_literal(s),
         serde_json::Value::Number(x) => x.as_i64(),
         _ => None,
     }
     .and_then(|n| u64::try_from(n).ok())
-}
-
-/// An integer literal (`12`, or a float literal with an integral value, `12.0`).
-fn integer(s: &str) -> Option<i64> {
-    let t = s.trim();
-    t.parse::<i64>().ok().or_else(|| {
-        let x = t.parse::<f64>().ok()?;
-        (x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e18).then_some(x as i64)
-    })
 }
 
 /// `id`, looked through scalar converts, copies, bitcasts and reshapes.
@@ -102,9 +93,7 @@ fn through_unary(c: &Computation, mut id: InstrId) -> InstrId {
 
 /// The value of a scalar integer constant.
 fn constant(c: &Computation, id: InstrId) -> Option<i64> {
-    let ins = c.instr(through_unary(c, id));
-    (ins.opcode == Opcode::Constant && ins.shape.rank() == 0).then_some(())?;
-    integer(ins.attrs.literal.as_deref()?)
+    c.instr(through_unary(c, id)).scalar_integer_constant()
 }
 
 /// `k` when `id` is `get-tuple-element(parameter(0)), index=k`.

@@ -723,16 +723,7 @@ impl LayoutSampler {
     pub fn new(ev: &LayoutEvaluator, search: Search, seed: u64) -> Self {
         LayoutSampler {
             ranks: ev.nodes.iter().map(|n| n.ranks).collect(),
-            has_kernel: ev
-                .nodes
-                .iter()
-                .map(|n| {
-                    matches!(
-                        n.opcode,
-                        crate::ir::Opcode::Convolution | crate::ir::Opcode::Dot
-                    )
-                })
-                .collect(),
+            has_kernel: ev.nodes.iter().map(|n| n.opcode.is_mxu()).collect(),
             search,
             rng: SplitMix64::new(seed),
             seen: HashSet::new(),

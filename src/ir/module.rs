@@ -66,6 +66,29 @@ impl Instruction {
             None => self.opcode.name().to_string(),
         }
     }
+
+    /// The value of a scalar (rank-0 array) `constant` whose literal is an integer,
+    /// by [`integer_literal`]; `None` for any other instruction. The one place the
+    /// text of a constant (kept verbatim in [`Attrs::literal`](super::Attrs::literal)
+    /// for printing) is read as a number.
+    pub fn scalar_integer_constant(&self) -> Option<i64> {
+        let scalar = matches!(&*self.shape, Shape::Array(a) if a.dims.is_empty());
+        if self.opcode != Opcode::Constant || !scalar {
+            return None;
+        }
+        integer_literal(self.attrs.literal.as_deref()?)
+    }
+}
+
+/// An integer as HLO text writes one in a literal or a backend config: `12`, `-3`, or a
+/// float literal with an integral value (`12.0`, `1e3`); `None` for anything else (a
+/// fraction, `inf`, `nan`, `true`, an array).
+pub fn integer_literal(s: &str) -> Option<i64> {
+    let t = s.trim();
+    t.parse::<i64>().ok().or_else(|| {
+        let x = t.parse::<f64>().ok()?;
+        (x.is_finite() && x.fract() == 0.0 && x.abs() < 9.0e18).then_some(x as i64)
+    })
 }
 
 impl PartialEq for Instruction {
@@ -294,5 +317,38 @@ impl Module {
     /// Total number of instructions over all computations.
     pub fn instruction_count(&self) -> usize {
         self.computations.values().map(|c| c.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::PrimitiveType;
+
+    #[test]
+    fn scalar_integer_constants_are_read_from_their_literal() {
+        let constant = |shape: Shape, literal: &str| {
+            let mut c = Instruction::new("c", Opcode::Constant, shape);
+            c.attrs.literal = Some(literal.into());
+            c
+        };
+        let s32 = || Shape::scalar(PrimitiveType::S32);
+        let f32 = || Shape::scalar(PrimitiveType::F32);
+        assert_eq!(constant(s32(), "12").scalar_integer_constant(), Some(12));
+        assert_eq!(constant(s32(), " -3 ").scalar_integer_constant(), Some(-3));
+        assert_eq!(constant(f32(), "12.0").scalar_integer_constant(), Some(12));
+        assert_eq!(constant(f32(), "1e3").scalar_integer_constant(), Some(1000));
+        for not_integral in ["0.5", "inf", "nan", "true", "{...}"] {
+            assert_eq!(
+                constant(f32(), not_integral).scalar_integer_constant(),
+                None
+            );
+        }
+        let array = Shape::array(PrimitiveType::S32, &[2]);
+        assert_eq!(constant(array, "{1, 2}").scalar_integer_constant(), None);
+        let mut p = Instruction::new("p", Opcode::Parameter, s32());
+        p.attrs.literal = Some("12".into());
+        assert_eq!(p.scalar_integer_constant(), None);
+        assert_eq!(integer_literal("9e18"), None);
     }
 }

@@ -300,6 +300,233 @@ impl Opcode {
     }
 }
 
+/// Opcode classes. Each class is written once here and every stage asks it; where two
+/// stages need nearly the same set, both classes are here, one built from the other, with
+/// the reason they differ.
+impl Opcode {
+    /// `while`, `conditional` and `call`: their cost is that of the computations they
+    /// call (the program model walks them; they are not kernels).
+    pub fn is_control_flow(self) -> bool {
+        matches!(self, Opcode::While | Opcode::Conditional | Opcode::Call)
+    }
+
+    /// Instructions with no code of their own that are not control flow: parameters,
+    /// constants, tuples and their elements, bitcasts, tokens and ordering edges, ids.
+    /// The compiler's output lists no kernel for them
+    /// ([`emits_no_kernel`](Self::emits_no_kernel)) and the cost model charges them
+    /// nothing ([`is_zero_cost`](Self::is_zero_cost)).
+    pub fn is_bookkeeping(self) -> bool {
+        use Opcode::*;
+        matches!(
+            self,
+            Parameter
+                | Constant
+                | GetTupleElement
+                | Tuple
+                | Bitcast
+                | AfterAll
+                | AddDependency
+                | OptimizationBarrier
+                | Domain
+                | PartitionId
+                | ReplicaId
+                | GetDimensionSize
+        )
+    }
+
+    /// Instructions the compiler's output does not list as kernels:
+    /// [bookkeeping](Self::is_bookkeeping) and [control flow](Self::is_control_flow).
+    pub fn emits_no_kernel(self) -> bool {
+        self.is_bookkeeping() || self.is_control_flow()
+    }
+
+    /// Opcodes that cost nothing as stand-alone instructions in the cost model (no
+    /// kernel runs): [bookkeeping](Self::is_bookkeeping), plus instructions the compiler
+    /// does list as kernels (XLA keeps them as instructions of their own) whose time the
+    /// model does not charge: the waiting halves of asynchronous pairs, host transfers
+    /// (infeed, outfeed, send, recv), `set-dimension-size` and
+    /// `rng-get-and-update-state`. That second group is why this class is wider than the
+    /// one of [`emits_no_kernel`](Self::emits_no_kernel).
+    pub fn is_zero_cost(self) -> bool {
+        use Opcode::*;
+        self.is_bookkeeping()
+            || matches!(
+                self,
+                SetDimensionSize
+                    | AsyncUpdate
+                    | AsyncDone
+                    | AllGatherDone
+                    | AllReduceDone
+                    | CollectivePermuteDone
+                    | CopyDone
+                    | RecvDone
+                    | SendDone
+                    | Infeed
+                    | Outfeed
+                    | Send
+                    | Recv
+                    | RngGetAndUpdateState
+            )
+    }
+
+    /// The MXU ops: `dot` and `convolution`.
+    pub fn is_mxu(self) -> bool {
+        matches!(self, Opcode::Dot | Opcode::Convolution)
+    }
+
+    /// Reductions that can be the hero of a fusion: `reduce` and `reduce-window`.
+    pub fn is_reduction(self) -> bool {
+        matches!(self, Opcode::Reduce | Opcode::ReduceWindow)
+    }
+
+    /// Ops whose result is their first operand updated in place: `dynamic-update-slice`
+    /// and `scatter`.
+    pub fn updates_in_place(self) -> bool {
+        matches!(self, Opcode::DynamicUpdateSlice | Opcode::Scatter)
+    }
+
+    /// The async wrapper ops: `async-start`, `async-update`, `async-done`.
+    pub fn is_async_wrapper(self) -> bool {
+        matches!(
+            self,
+            Opcode::AsyncStart | Opcode::AsyncUpdate | Opcode::AsyncDone
+        )
+    }
+
+    /// Collectives that move data between devices (synchronous ones and the starting
+    /// halves of asynchronous ones; the `-done` halves are
+    /// [`is_collective_done`](Self::is_collective_done)).
+    pub fn is_collective(self) -> bool {
+        use Opcode::*;
+        matches!(
+            self,
+            AllGather
+                | AllGatherStart
+                | AllReduce
+                | AllReduceStart
+                | AllToAll
+                | RaggedAllToAll
+                | ReduceScatter
+                | CollectiveBroadcast
+                | CollectivePermute
+                | CollectivePermuteStart
+        )
+    }
+
+    /// The `-done` halves of asynchronous collectives (their result is the start's).
+    pub fn is_collective_done(self) -> bool {
+        matches!(
+            self,
+            Opcode::AllGatherDone | Opcode::AllReduceDone | Opcode::CollectivePermuteDone
+        )
+    }
+
+    /// Kept even when their value is unused (dead-code elimination never removes them).
+    /// A `custom-call` is kept when it is marked as having a side effect, which the
+    /// instruction, not the opcode, says.
+    pub fn has_side_effect(self) -> bool {
+        use Opcode::*;
+        self.is_collective()
+            || self.is_collective_done()
+            || self.is_async_wrapper()
+            || matches!(
+                self,
+                Send | SendDone
+                    | Recv
+                    | RecvDone
+                    | Infeed
+                    | Outfeed
+                    | Rng
+                    | RngGetAndUpdateState
+                    | RngBitGenerator
+                    | While
+                    | Conditional
+                    | CopyStart
+                    | CopyDone
+                    | AfterAll
+                    | AddDependency
+                    | Domain
+            )
+    }
+
+    /// Ops that never take part in a fusion, as producer or as consumer.
+    pub fn is_never_fused(self) -> bool {
+        use Opcode::*;
+        self.is_control_flow()
+            || self.is_collective()
+            || self.is_collective_done()
+            || self.is_async_wrapper()
+            || matches!(
+                self,
+                Parameter
+                    | Tuple
+                    | GetTupleElement
+                    | CustomCall
+                    | Sort
+                    | Fft
+                    | Rng
+                    | RngBitGenerator
+                    | RngGetAndUpdateState
+                    | Infeed
+                    | Outfeed
+                    | Send
+                    | SendDone
+                    | Recv
+                    | RecvDone
+                    | AfterAll
+                    | Domain
+                    | TriangularSolve
+                    | Cholesky
+                    | BatchNormGrad
+                    | BatchNormInference
+                    | BatchNormTraining
+                    | CopyStart
+                    | CopyDone
+                    | OptimizationBarrier
+                    | AddDependency
+                    | PartitionId
+                    | ReplicaId
+                    | GetDimensionSize
+                    | SetDimensionSize
+                    | DynamicReshape
+                    | TopK
+                    | Scan
+                    | RaggedDot
+                    | ScaledDot
+                    | Fusion
+                    | Map
+                    | SelectAndScatter
+            )
+    }
+
+    /// Ops whose work is address arithmetic or data movement: the kernel model lowers a
+    /// kernel with one of them as its hero as `KernelKind::Other`.
+    pub fn is_other_hero(self) -> bool {
+        use Opcode::*;
+        self.is_collective()
+            || matches!(
+                self,
+                Gather
+                    | Scatter
+                    | Sort
+                    | TopK
+                    | CustomCall
+                    | Fft
+                    | Rng
+                    | RngBitGenerator
+                    | Cholesky
+                    | TriangularSolve
+                    | SelectAndScatter
+                    | BatchNormGrad
+                    | BatchNormInference
+                    | BatchNormTraining
+                    | RaggedDot
+                    | ScaledDot
+                    | Scan
+            )
+    }
+}
+
 impl std::fmt::Display for Opcode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -321,5 +548,429 @@ mod tests {
         }
         assert_eq!(Opcode::from_name("cos"), None);
         assert_eq!(Opcode::from_name("cosine"), Some(Opcode::Cos));
+    }
+
+    /// Every class, its members spelled out (text names in alphabetical order).
+    #[test]
+    fn class_members() {
+        /// (method name, method, members).
+        type Class = (&'static str, fn(Opcode) -> bool, &'static [&'static str]);
+        let classes: &[Class] = &[
+            (
+                "is_elementwise",
+                Opcode::is_elementwise,
+                &[
+                    "abs",
+                    "acos",
+                    "acosh",
+                    "add",
+                    "and",
+                    "asin",
+                    "asinh",
+                    "atan2",
+                    "atanh",
+                    "bitcast-convert",
+                    "cbrt",
+                    "ceil",
+                    "clamp",
+                    "compare",
+                    "complex",
+                    "convert",
+                    "copy",
+                    "cosh",
+                    "cosine",
+                    "count-leading-zeros",
+                    "divide",
+                    "erf",
+                    "exponential",
+                    "exponential-minus-one",
+                    "floor",
+                    "imag",
+                    "is-finite",
+                    "log",
+                    "log-plus-one",
+                    "logistic",
+                    "maximum",
+                    "minimum",
+                    "multiply",
+                    "negate",
+                    "not",
+                    "or",
+                    "popcnt",
+                    "power",
+                    "real",
+                    "reduce-precision",
+                    "remainder",
+                    "round-nearest-afz",
+                    "round-nearest-even",
+                    "rsqrt",
+                    "select",
+                    "shift-left",
+                    "shift-right-arithmetic",
+                    "shift-right-logical",
+                    "sign",
+                    "sine",
+                    "sinh",
+                    "sqrt",
+                    "stochastic-convert",
+                    "subtract",
+                    "tan",
+                    "tanh",
+                    "xor",
+                ],
+            ),
+            (
+                "is_transcendental",
+                Opcode::is_transcendental,
+                &[
+                    "acos",
+                    "acosh",
+                    "asin",
+                    "asinh",
+                    "atan2",
+                    "atanh",
+                    "cbrt",
+                    "cosh",
+                    "cosine",
+                    "erf",
+                    "exponential",
+                    "exponential-minus-one",
+                    "log",
+                    "log-plus-one",
+                    "logistic",
+                    "power",
+                    "rsqrt",
+                    "sine",
+                    "sinh",
+                    "sqrt",
+                    "tan",
+                    "tanh",
+                ],
+            ),
+            (
+                "is_elementwise_unary",
+                Opcode::is_elementwise_unary,
+                &[
+                    "abs",
+                    "acos",
+                    "acosh",
+                    "asin",
+                    "asinh",
+                    "atanh",
+                    "bitcast-convert",
+                    "cbrt",
+                    "ceil",
+                    "convert",
+                    "copy",
+                    "cosh",
+                    "cosine",
+                    "count-leading-zeros",
+                    "erf",
+                    "exponential",
+                    "exponential-minus-one",
+                    "floor",
+                    "imag",
+                    "is-finite",
+                    "log",
+                    "log-plus-one",
+                    "logistic",
+                    "negate",
+                    "not",
+                    "popcnt",
+                    "real",
+                    "reduce-precision",
+                    "round-nearest-afz",
+                    "round-nearest-even",
+                    "rsqrt",
+                    "sign",
+                    "sine",
+                    "sinh",
+                    "sqrt",
+                    "tan",
+                    "tanh",
+                ],
+            ),
+            (
+                "calls_computations",
+                Opcode::calls_computations,
+                &[
+                    "all-reduce",
+                    "all-reduce-start",
+                    "async-start",
+                    "call",
+                    "conditional",
+                    "custom-call",
+                    "fusion",
+                    "map",
+                    "reduce",
+                    "reduce-scatter",
+                    "reduce-window",
+                    "scan",
+                    "scatter",
+                    "select-and-scatter",
+                    "sort",
+                    "while",
+                ],
+            ),
+            (
+                "is_control_flow",
+                Opcode::is_control_flow,
+                &["call", "conditional", "while"],
+            ),
+            (
+                "is_bookkeeping",
+                Opcode::is_bookkeeping,
+                &[
+                    "add-dependency",
+                    "after-all",
+                    "bitcast",
+                    "constant",
+                    "domain",
+                    "get-dimension-size",
+                    "get-tuple-element",
+                    "opt-barrier",
+                    "parameter",
+                    "partition-id",
+                    "replica-id",
+                    "tuple",
+                ],
+            ),
+            (
+                "emits_no_kernel",
+                Opcode::emits_no_kernel,
+                &[
+                    "add-dependency",
+                    "after-all",
+                    "bitcast",
+                    "call",
+                    "conditional",
+                    "constant",
+                    "domain",
+                    "get-dimension-size",
+                    "get-tuple-element",
+                    "opt-barrier",
+                    "parameter",
+                    "partition-id",
+                    "replica-id",
+                    "tuple",
+                    "while",
+                ],
+            ),
+            (
+                "is_zero_cost",
+                Opcode::is_zero_cost,
+                &[
+                    "add-dependency",
+                    "after-all",
+                    "all-gather-done",
+                    "all-reduce-done",
+                    "async-done",
+                    "async-update",
+                    "bitcast",
+                    "collective-permute-done",
+                    "constant",
+                    "copy-done",
+                    "domain",
+                    "get-dimension-size",
+                    "get-tuple-element",
+                    "infeed",
+                    "opt-barrier",
+                    "outfeed",
+                    "parameter",
+                    "partition-id",
+                    "recv",
+                    "recv-done",
+                    "replica-id",
+                    "rng-get-and-update-state",
+                    "send",
+                    "send-done",
+                    "set-dimension-size",
+                    "tuple",
+                ],
+            ),
+            ("is_mxu", Opcode::is_mxu, &["convolution", "dot"]),
+            (
+                "is_reduction",
+                Opcode::is_reduction,
+                &["reduce", "reduce-window"],
+            ),
+            (
+                "updates_in_place",
+                Opcode::updates_in_place,
+                &["dynamic-update-slice", "scatter"],
+            ),
+            (
+                "is_async_wrapper",
+                Opcode::is_async_wrapper,
+                &["async-done", "async-start", "async-update"],
+            ),
+            (
+                "is_collective",
+                Opcode::is_collective,
+                &[
+                    "all-gather",
+                    "all-gather-start",
+                    "all-reduce",
+                    "all-reduce-start",
+                    "all-to-all",
+                    "collective-broadcast",
+                    "collective-permute",
+                    "collective-permute-start",
+                    "ragged-all-to-all",
+                    "reduce-scatter",
+                ],
+            ),
+            (
+                "is_collective_done",
+                Opcode::is_collective_done,
+                &[
+                    "all-gather-done",
+                    "all-reduce-done",
+                    "collective-permute-done",
+                ],
+            ),
+            (
+                "has_side_effect",
+                Opcode::has_side_effect,
+                &[
+                    "add-dependency",
+                    "after-all",
+                    "all-gather",
+                    "all-gather-done",
+                    "all-gather-start",
+                    "all-reduce",
+                    "all-reduce-done",
+                    "all-reduce-start",
+                    "all-to-all",
+                    "async-done",
+                    "async-start",
+                    "async-update",
+                    "collective-broadcast",
+                    "collective-permute",
+                    "collective-permute-done",
+                    "collective-permute-start",
+                    "conditional",
+                    "copy-done",
+                    "copy-start",
+                    "domain",
+                    "infeed",
+                    "outfeed",
+                    "ragged-all-to-all",
+                    "recv",
+                    "recv-done",
+                    "reduce-scatter",
+                    "rng",
+                    "rng-bit-generator",
+                    "rng-get-and-update-state",
+                    "send",
+                    "send-done",
+                    "while",
+                ],
+            ),
+            (
+                "is_never_fused",
+                Opcode::is_never_fused,
+                &[
+                    "add-dependency",
+                    "after-all",
+                    "all-gather",
+                    "all-gather-done",
+                    "all-gather-start",
+                    "all-reduce",
+                    "all-reduce-done",
+                    "all-reduce-start",
+                    "all-to-all",
+                    "async-done",
+                    "async-start",
+                    "async-update",
+                    "batch-norm-grad",
+                    "batch-norm-inference",
+                    "batch-norm-training",
+                    "call",
+                    "cholesky",
+                    "collective-broadcast",
+                    "collective-permute",
+                    "collective-permute-done",
+                    "collective-permute-start",
+                    "conditional",
+                    "copy-done",
+                    "copy-start",
+                    "custom-call",
+                    "domain",
+                    "dynamic-reshape",
+                    "fft",
+                    "fusion",
+                    "get-dimension-size",
+                    "get-tuple-element",
+                    "infeed",
+                    "map",
+                    "opt-barrier",
+                    "outfeed",
+                    "parameter",
+                    "partition-id",
+                    "ragged-all-to-all",
+                    "ragged-dot",
+                    "recv",
+                    "recv-done",
+                    "reduce-scatter",
+                    "replica-id",
+                    "rng",
+                    "rng-bit-generator",
+                    "rng-get-and-update-state",
+                    "scaled-dot",
+                    "scan",
+                    "select-and-scatter",
+                    "send",
+                    "send-done",
+                    "set-dimension-size",
+                    "sort",
+                    "topk",
+                    "triangular-solve",
+                    "tuple",
+                    "while",
+                ],
+            ),
+            (
+                "is_other_hero",
+                Opcode::is_other_hero,
+                &[
+                    "all-gather",
+                    "all-gather-start",
+                    "all-reduce",
+                    "all-reduce-start",
+                    "all-to-all",
+                    "batch-norm-grad",
+                    "batch-norm-inference",
+                    "batch-norm-training",
+                    "cholesky",
+                    "collective-broadcast",
+                    "collective-permute",
+                    "collective-permute-start",
+                    "custom-call",
+                    "fft",
+                    "gather",
+                    "ragged-all-to-all",
+                    "ragged-dot",
+                    "reduce-scatter",
+                    "rng",
+                    "rng-bit-generator",
+                    "scaled-dot",
+                    "scan",
+                    "scatter",
+                    "select-and-scatter",
+                    "sort",
+                    "topk",
+                    "triangular-solve",
+                ],
+            ),
+        ];
+        for &(name, class, want) in classes {
+            let got: Vec<&str> = ALL_OPCODES
+                .iter()
+                .filter(|&&o| class(o))
+                .map(|o| o.name())
+                .collect();
+            assert_eq!(got, want, "Opcode::{name}");
+        }
     }
 }

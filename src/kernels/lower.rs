@@ -18,8 +18,8 @@ use smallvec::SmallVec;
 use thiserror::Error;
 
 use super::ops::{
-    add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_control_flow,
-    is_data, is_other_hero, is_zero_cost, op_class, physical_dims, physical_order, total_ops,
+    add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_data, op_class,
+    physical_dims, physical_order, total_ops,
 };
 use crate::ir::{
     ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Opcode, PrimitiveType, Shape,
@@ -127,7 +127,7 @@ pub fn lower_kernel_full(
             instr: instr.index(),
         })?;
     let op = ins.opcode;
-    if is_zero_cost(op) || is_control_flow(op) {
+    if op.is_zero_cost() || op.is_control_flow() {
         return Ok(None);
     }
     let region = match (op, ins.async_wrapped) {
@@ -184,8 +184,8 @@ pub(crate) fn lower_body_at(
     let region = Region::body(module, body);
     if body.single {
         let op = body.opcode(body.root as usize);
-        if is_zero_cost(op)
-            || is_control_flow(op)
+        if op.is_zero_cost()
+            || op.is_control_flow()
             || (matches!(op, Opcode::Reshape | Opcode::Transpose)
                 && region.is_tpu_bitcast(region.root))
         {
@@ -576,7 +576,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     let members = r.members();
     let mut best: Option<(f64, InstrId)> = None;
     for &id in &members {
-        if matches!(r.opcode(id), Opcode::Dot | Opcode::Convolution) {
+        if r.opcode(id).is_mxu() {
             let f = mxu_flops(r, id);
             if best.is_none_or(|(bf, _)| f > bf) {
                 best = Some((f, id));
@@ -588,9 +588,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     }
     let mut best: Option<(f64, InstrId)> = None;
     for &id in &members {
-        if matches!(r.opcode(id), Opcode::Reduce | Opcode::ReduceWindow)
-            && r.dims(id).as_slice() == main_dims
-        {
+        if r.opcode(id).is_reduction() && r.dims(id).as_slice() == main_dims {
             let n = r
                 .operands(id)
                 .first()
@@ -607,7 +605,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     }
     let mut best: Option<(f64, InstrId)> = None;
     for &id in &members {
-        if is_other_hero(r.opcode(id)) {
+        if r.opcode(id).is_other_hero() {
             let n = r.arr(id).map(elements).unwrap_or(0.0);
             if best.is_none_or(|(bn, _)| n > bn) {
                 best = Some((n, id));
@@ -1310,7 +1308,7 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
     } else {
         r.opcode(main)
     };
-    let in_place = matches!(main_op, Opcode::DynamicUpdateSlice | Opcode::Scatter);
+    let in_place = main_op.updates_in_place();
     let mut extra_after: Vec<(InstrId, Vec<DimMap>)> = Vec::new();
     if in_place {
         let ops = r.operands(main);

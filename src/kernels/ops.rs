@@ -1,6 +1,6 @@
-//! Per-opcode facts the lowering needs: VPU cost class of each element-wise op,
-//! which opcodes cost nothing at run time, which only move data, and the
-//! shape/layout helpers shared by the lowering.
+//! Per-opcode facts the lowering needs: VPU cost class of each element-wise op, and the
+//! shape/layout helpers shared by the lowering. (Which opcodes cost nothing at run time
+//! and which only move data are classes of [`Opcode`].)
 
 use crate::ir::{ArrayShape, Computation, Module, Opcode, PrimitiveType, Shape};
 use crate::tpu::OpCounts;
@@ -34,82 +34,6 @@ pub fn op_class(op: Opcode) -> OpCounts {
         medium,
         expensive,
     }
-}
-
-/// Opcodes that cost nothing as stand-alone instructions (no kernel runs).
-pub fn is_zero_cost(op: Opcode) -> bool {
-    use Opcode::*;
-    matches!(
-        op,
-        Parameter
-            | Constant
-            | GetTupleElement
-            | Tuple
-            | Bitcast
-            | AfterAll
-            | AddDependency
-            | OptimizationBarrier
-            | PartitionId
-            | ReplicaId
-            | Domain
-            | GetDimensionSize
-            | SetDimensionSize
-            | AsyncUpdate
-            | AsyncDone
-            | AllGatherDone
-            | AllReduceDone
-            | CollectivePermuteDone
-            | CopyDone
-            | RecvDone
-            | SendDone
-            | Infeed
-            | Outfeed
-            | Send
-            | Recv
-            | RngGetAndUpdateState
-    )
-}
-
-/// Control-flow opcodes whose cost is that of the computations they call
-/// (walked by the program model, not lowered to a kernel).
-pub fn is_control_flow(op: Opcode) -> bool {
-    matches!(op, Opcode::While | Opcode::Conditional | Opcode::Call)
-}
-
-/// Ops whose work is address arithmetic / data movement, lowered as
-/// `KernelKind::Other` when they are the hero of a kernel.
-pub fn is_other_hero(op: Opcode) -> bool {
-    use Opcode::*;
-    matches!(
-        op,
-        Gather
-            | Scatter
-            | Sort
-            | TopK
-            | CustomCall
-            | Fft
-            | Rng
-            | RngBitGenerator
-            | Cholesky
-            | TriangularSolve
-            | SelectAndScatter
-            | BatchNormGrad
-            | BatchNormInference
-            | BatchNormTraining
-            | RaggedDot
-            | ScaledDot
-            | Scan
-            | AllGather
-            | AllGatherStart
-            | AllReduce
-            | AllReduceStart
-            | AllToAll
-            | RaggedAllToAll
-            | ReduceScatter
-            | CollectiveBroadcast
-            | CollectivePermute
-            | CollectivePermuteStart
-    )
 }
 
 /// Element width in bits of an array shape for the kernel model

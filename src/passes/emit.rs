@@ -48,29 +48,6 @@ pub(crate) struct Emitted<'a> {
     pub instructions: usize,
 }
 
-/// Instructions that are not kernels (no code of their own).
-pub(crate) fn is_trivial(op: Opcode) -> bool {
-    use Opcode::*;
-    matches!(
-        op,
-        Parameter
-            | Constant
-            | GetTupleElement
-            | Tuple
-            | Bitcast
-            | While
-            | Conditional
-            | Call
-            | AfterAll
-            | AddDependency
-            | OptimizationBarrier
-            | Domain
-            | PartitionId
-            | ReplicaId
-            | GetDimensionSize
-    )
-}
-
 /// The shape with the final layouts (TPU tiles attached).
 fn laid_out(shape: &Shape, layouts: &[Dims]) -> Shape {
     fn walk(s: &Shape, layouts: &[Dims], k: &mut usize) -> Shape {
@@ -706,7 +683,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             let nd = &fc.nodes[x as usize];
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
             if g == NONE {
-                let is_kernel = !is_trivial(nd.opcode);
+                let is_kernel = !nd.opcode.emits_no_kernel();
                 let clone_number = self.clone_number(x, named);
                 let name = (!dry || is_kernel).then(|| clone_name(nd.name(), clone_number));
                 let id = next_id;

@@ -450,48 +450,16 @@ fn write_decimal(out: &mut [u8], k: u64) -> usize {
     n
 }
 
-/// Ops kept even when their value is unused.
+/// Kept even when their value is unused: [`Opcode::has_side_effect`], and a
+/// `custom-call` marked as having one.
 pub(crate) fn has_side_effect(ins: &Instruction) -> bool {
-    use Opcode::*;
     match ins.opcode {
-        Send
-        | SendDone
-        | Recv
-        | RecvDone
-        | Infeed
-        | Outfeed
-        | Rng
-        | RngGetAndUpdateState
-        | RngBitGenerator
-        | AllReduce
-        | AllReduceStart
-        | AllReduceDone
-        | AllGather
-        | AllGatherStart
-        | AllGatherDone
-        | AllToAll
-        | CollectivePermute
-        | CollectivePermuteStart
-        | CollectivePermuteDone
-        | CollectiveBroadcast
-        | ReduceScatter
-        | RaggedAllToAll
-        | While
-        | Conditional
-        | AsyncStart
-        | AsyncUpdate
-        | AsyncDone
-        | CopyStart
-        | CopyDone
-        | AfterAll
-        | AddDependency
-        | Domain => true,
-        CustomCall => ins
+        Opcode::CustomCall => ins
             .attrs
             .other("custom_call_has_side_effect")
             .map(|v| v == "true")
             .unwrap_or(false),
-        _ => false,
+        op => op.has_side_effect(),
     }
 }
 

@@ -48,14 +48,6 @@ pub(crate) struct FusionPlan {
     pub notes: Vec<String>,
 }
 
-fn is_mxu(op: Opcode) -> bool {
-    matches!(op, Opcode::Dot | Opcode::Convolution)
-}
-
-fn is_reduction_hero(op: Opcode) -> bool {
-    matches!(op, Opcode::Reduce | Opcode::ReduceWindow)
-}
-
 /// XLA's `IsExpensive` with the GPU overrides that also fit a TPU (divide, sqrt, rsqrt,
 /// exp are cheap on floats).
 fn is_expensive(n: &FNode<'_>) -> bool {
@@ -75,71 +67,6 @@ fn is_expensive(n: &FNode<'_>) -> bool {
         Sqrt | Rsqrt | Exp => !float,
         _ => true,
     }
-}
-
-/// Ops that never take part in a fusion.
-fn is_opaque(op: Opcode) -> bool {
-    use Opcode::*;
-    matches!(
-        op,
-        Parameter
-            | Tuple
-            | GetTupleElement
-            | While
-            | Conditional
-            | Call
-            | CustomCall
-            | Sort
-            | Fft
-            | Rng
-            | RngBitGenerator
-            | RngGetAndUpdateState
-            | AllGather
-            | AllGatherStart
-            | AllGatherDone
-            | AllReduce
-            | AllReduceStart
-            | AllReduceDone
-            | AllToAll
-            | CollectiveBroadcast
-            | CollectivePermute
-            | CollectivePermuteStart
-            | CollectivePermuteDone
-            | ReduceScatter
-            | RaggedAllToAll
-            | Infeed
-            | Outfeed
-            | Send
-            | SendDone
-            | Recv
-            | RecvDone
-            | AfterAll
-            | Domain
-            | TriangularSolve
-            | Cholesky
-            | BatchNormGrad
-            | BatchNormInference
-            | BatchNormTraining
-            | AsyncStart
-            | AsyncUpdate
-            | AsyncDone
-            | CopyStart
-            | CopyDone
-            | OptimizationBarrier
-            | AddDependency
-            | PartitionId
-            | ReplicaId
-            | GetDimensionSize
-            | SetDimensionSize
-            | DynamicReshape
-            | TopK
-            | Scan
-            | RaggedDot
-            | ScaledDot
-            | Fusion
-            | Map
-            | SelectAndScatter
-    )
 }
 
 /// A copy/transpose/reshape that moves data between layouts (kept as its own hero).
@@ -208,19 +135,19 @@ fn cheap_to_duplicate(fc: &FComp<'_>, x: u32) -> bool {
 /// Can `x` be fused into a consumer at all?
 fn producer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    if is_opaque(n.opcode) || !n.info.array {
+    if n.opcode.is_never_fused() || !n.info.array {
         return false;
     }
     if is_physical_relayout(fc, x) {
         return false;
     }
-    !matches!(n.opcode, Opcode::Scatter | Opcode::DynamicUpdateSlice)
+    !n.opcode.updates_in_place()
 }
 
 /// Can `x` be the root a fusion grows from?
 fn consumer_ok(fc: &FComp<'_>, x: u32) -> bool {
     let n = &fc.nodes[x as usize];
-    !is_opaque(n.opcode) && n.opcode != Opcode::Constant && n.info.array
+    !n.opcode.is_never_fused() && n.opcode != Opcode::Constant && n.info.array
 }
 
 enum Verdict {
@@ -364,8 +291,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             }
         }
         gr.n_inputs = gr.inputs.len();
-        gr.mxu = is_mxu(n.opcode) as u32;
-        gr.reductions = is_reduction_hero(n.opcode) as u32;
+        gr.mxu = n.opcode.is_mxu() as u32;
+        gr.reductions = n.opcode.is_reduction() as u32;
         self.groups.push(gr);
         self.reused[root as usize] = false;
         self.own_group[root as usize] = g;
@@ -407,8 +334,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         self.reused[p as usize] = reused;
         self.clones[p as usize] += 1;
         let op = self.node(p).opcode;
-        self.groups[gi].mxu += is_mxu(op) as u32;
-        self.groups[gi].reductions += is_reduction_hero(op) as u32;
+        self.groups[gi].mxu += op.is_mxu() as u32;
+        self.groups[gi].reductions += op.is_reduction() as u32;
         let fc = self.fc;
         let ops: &[u32] = &fc.nodes[p as usize].operands;
         for &o in ops {
@@ -436,7 +363,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn output_fusions(&mut self) {
         let fc = self.fc;
         for &h in &fc.order {
-            if !is_mxu(self.node(h).opcode)
+            if !self.node(h).opcode.is_mxu()
                 || !self.standalone[h as usize]
                 || self.own_group[h as usize] != NONE
             {
@@ -505,7 +432,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 || p == fc.root
                 || flags & PRODUCER_OK == 0
                 || self.own_group[p as usize] != NONE
-                || is_mxu(pn.opcode))
+                || pn.opcode.is_mxu())
         {
             // Without forced edges every rule below answers No to these; answer before
             // looking for the readers.
@@ -562,7 +489,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if self.own_group[p as usize] != NONE {
             return hard("the producer is already a fusion");
         }
-        if is_mxu(pn.opcode) && gr.mxu > 0 {
+        if pn.opcode.is_mxu() && gr.mxu > 0 {
             return hard("a fusion holds one dot/convolution");
         }
         for &(m, slot) in &readers {
@@ -594,7 +521,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let dup = self.ext[p as usize] > self.is_input(p) as u32;
         let expensive = flags & EXPENSIVE != 0;
         let aggressive = policy == FusionPolicy::Aggressive;
-        if is_mxu(pn.opcode) {
+        if pn.opcode.is_mxu() {
             return Verdict::No; // dot/convolution heroes grow in phase 1 only
         }
         if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
@@ -603,7 +530,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if expensive && reused {
             return Verdict::No;
         }
-        if is_reduction_hero(pn.opcode) {
+        if pn.opcode.is_reduction() {
             let limit = if aggressive { 8 } else { 1 };
             if gr.mxu > 0 || gr.reductions >= limit || dup {
                 return Verdict::No;
@@ -871,7 +798,7 @@ fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 pub(crate) fn classify(fc: &FComp<'_>, members: &[u32], root: u32) -> (FusionKind, u32) {
     if let Some(&h) = members
         .iter()
-        .find(|&&m| is_mxu(fc.nodes[m as usize].opcode))
+        .find(|&&m| fc.nodes[m as usize].opcode.is_mxu())
     {
         return (FusionKind::Output, h);
     }
@@ -880,7 +807,7 @@ pub(crate) fn classify(fc: &FComp<'_>, members: &[u32], root: u32) -> (FusionKin
     }
     let input_hero = members.iter().rev().find(|&&m| {
         let op = fc.nodes[m as usize].opcode;
-        is_reduction_hero(op) || op == Opcode::Scatter || is_physical_relayout(fc, m)
+        op.is_reduction() || op == Opcode::Scatter || is_physical_relayout(fc, m)
     });
     match input_hero {
         Some(&h) => (FusionKind::Input, h),

@@ -140,36 +140,15 @@ fn class(op: Opcode) -> Class {
     match op {
         Copy => Class::Other,
         o if o.is_elementwise() => Class::Preserving,
-        Concatenate
-        | DynamicSlice
-        | DynamicUpdateSlice
-        | Pad
-        | Reverse
-        | Slice
-        | Map
-        | ReduceWindow
-        | SelectAndScatter
-        | Scatter
-        | Sort
-        | TopK
-        | SetDimensionSize
-        | AllReduce
-        | AllReduceStart
-        | AllGather
-        | AllGatherStart
-        | AllToAll
-        | CollectivePermute
-        | CollectivePermuteStart
-        | CollectiveBroadcast
-        | ReduceScatter
-        | RaggedAllToAll => Class::Preserving,
+        Concatenate | DynamicSlice | DynamicUpdateSlice | Pad | Reverse | Slice | Map
+        | ReduceWindow | SelectAndScatter | Scatter | Sort | TopK | SetDimensionSize => {
+            Class::Preserving
+        }
+        o if o.is_collective() => Class::Preserving,
         Tuple => Class::Tuple,
         GetTupleElement => Class::Gte,
-        OptimizationBarrier
-        | AddDependency
-        | AllReduceDone
-        | AllGatherDone
-        | CollectivePermuteDone => Class::Identity,
+        OptimizationBarrier | AddDependency => Class::Identity,
+        o if o.is_collective_done() => Class::Identity,
         Transpose => Class::Transpose,
         Reshape | Bitcast => Class::Reshape,
         Broadcast => Class::Broadcast,

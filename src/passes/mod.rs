@@ -222,16 +222,9 @@ impl<'m> PreparedModule<'m> {
         *self.straight.get_or_init(|| {
             self.flat.comps.len() == 1
                 && self.flat.comps[0].nodes.iter().all(|n| {
-                    !matches!(
-                        n.opcode,
-                        Opcode::While
-                            | Opcode::Conditional
-                            | Opcode::Call
-                            | Opcode::Fusion
-                            | Opcode::AsyncStart
-                            | Opcode::AsyncUpdate
-                            | Opcode::AsyncDone
-                    )
+                    !(n.opcode.is_control_flow()
+                        || n.opcode.is_async_wrapper()
+                        || n.opcode == Opcode::Fusion)
                 })
         })
     }
