@@ -717,6 +717,9 @@ pub struct LayoutSampler {
     rng: SplitMix64,
     seen: HashSet<u64>,
     started: bool,
+    /// Ran dry once: the stream ends there, so that a replay of it, which stops at its
+    /// first end, gives the same configurations.
+    dry: bool,
 }
 
 impl LayoutSampler {
@@ -728,6 +731,7 @@ impl LayoutSampler {
             rng: SplitMix64::new(seed),
             seen: HashSet::new(),
             started: false,
+            dry: false,
         }
     }
 
@@ -761,8 +765,12 @@ impl LayoutSampler {
         }
     }
 
-    /// The next distinct configuration; `None` when 50 draws in a row repeat earlier ones.
+    /// The next distinct configuration; `None` when 50 draws in a row repeat earlier
+    /// ones, and from then on.
     pub fn next_config(&mut self) -> Option<Vec<NodeChoice>> {
+        if self.dry {
+            return None;
+        }
         let n = self.ranks.len();
         if !self.started {
             self.started = true;
@@ -812,6 +820,7 @@ impl LayoutSampler {
                 return Some(cfg);
             }
         }
+        self.dry = true;
         None
     }
 }
@@ -975,6 +984,59 @@ pub fn layout_sample(
     Ok(layout_sample_ev(input, o, progress)?.map(|(s, _)| s))
 }
 
+/// The raw TpuGraphs twin of a layout sample (`--pb`): the module, one run per
+/// configuration with its layouts and runtime (row 0 the default), and the node of
+/// each configurable node in the written proto's numbering.
+fn layout_tuning(
+    input: &Input,
+    ev: &LayoutEvaluator,
+    s: &LayoutSample,
+) -> crate::proto::ModuleTuning {
+    let list = |d: &Option<crate::ir::Dims>| d.as_ref().map(|d| d.to_vec()).unwrap_or_default();
+    let runs = s
+        .configs()
+        .zip(&s.config_runtime)
+        .enumerate()
+        .map(|(j, (cfg, &ns))| {
+            let nodes = cfg
+                .iter()
+                .map(|c| {
+                    crate::proto::NodeLayout::new(list(&c.output), list(&c.input), list(&c.kernel))
+                })
+                .collect();
+            crate::proto::Run {
+                config: crate::proto::RunConfig::Layout(crate::proto::LayoutConfig { nodes }),
+                error: false,
+                is_default: j == 0,
+                profile: profile(ns),
+            }
+        })
+        .collect();
+    // Node numbering of the written proto: computations in module order, instructions
+    // in program order.
+    let m = &input.module;
+    let mut base = vec![0u64; m.computations.len()];
+    let mut acc = 0u64;
+    for (ci, c) in m.computations.values().enumerate() {
+        base[ci] = acc;
+        acc += c.len() as u64;
+    }
+    let config_index_to_node = ev
+        .nodes
+        .iter()
+        .map(|n| {
+            let c = m.comp(n.comp);
+            base[n.comp] + c.order.iter().position(|&x| x == n.instr).unwrap_or(0) as u64
+        })
+        .collect();
+    crate::proto::ModuleTuning {
+        module: Some(crate::proto::module_to_proto(m)),
+        fingerprint: super::kernel_module::fnv1a(input.name.as_bytes()),
+        runs,
+        config_index_to_node,
+    }
+}
+
 /// The layout collection.
 pub fn generate_layout(
     inputs: &[Input],
@@ -1005,13 +1067,11 @@ pub fn generate_layout(
             progress.shrink(per_module);
             continue;
         }
-        let split = o.split.assign(&input.name);
         let dir = o
             .out
-            .join("npz/layout")
-            .join(&o.source)
-            .join(o.sample.search.dir())
-            .join(split.dir());
+            .join("npz")
+            .join(&collection)
+            .join(o.split.assign(&input.name).dir());
         create_dir(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
         let Some((s, ev)) = layout_sample_ev(input, &o.sample, progress)? else {
@@ -1025,55 +1085,8 @@ pub fn generate_layout(
         write_members(&path, s.members(), o.compression())?;
         let mut made = vec![(path.clone(), None)];
         if o.write_pb {
-            let mut runs = Vec::with_capacity(s.config_runtime.len());
-            for (j, (cfg, &ns)) in s.configs().zip(&s.config_runtime).enumerate() {
-                let list = |d: &Option<crate::ir::Dims>| {
-                    d.as_ref().map(|d| d.to_vec()).unwrap_or_default()
-                };
-                let nodes = cfg
-                    .iter()
-                    .map(|c| {
-                        crate::proto::NodeLayout::new(
-                            list(&c.output),
-                            list(&c.input),
-                            list(&c.kernel),
-                        )
-                    })
-                    .collect();
-                runs.push(crate::proto::Run {
-                    config: crate::proto::RunConfig::Layout(crate::proto::LayoutConfig { nodes }),
-                    error: false,
-                    is_default: j == 0,
-                    profile: profile(ns),
-                });
-            }
             let pb_file = pb_path(&o.out, &path);
-            write_pb(
-                &pb_file,
-                crate::proto::ModuleTuning {
-                    module: Some(crate::proto::module_to_proto(&input.module)),
-                    fingerprint: super::kernel_module::fnv1a(input.name.as_bytes()),
-                    runs,
-                    // Node numbering of the written proto: computations in module order,
-                    // instructions in program order.
-                    config_index_to_node: {
-                        let mut base = vec![0u64; input.module.computations.len()];
-                        let mut acc = 0u64;
-                        for (ci, c) in input.module.computations.values().enumerate() {
-                            base[ci] = acc;
-                            acc += c.len() as u64;
-                        }
-                        ev.nodes
-                            .iter()
-                            .map(|n| {
-                                let c = input.module.comp(n.comp);
-                                base[n.comp]
-                                    + c.order.iter().position(|&x| x == n.instr).unwrap_or(0) as u64
-                            })
-                            .collect()
-                    },
-                },
-            )?;
+            write_pb(&pb_file, layout_tuning(input, &ev, &s))?;
             made.push((pb_file, None));
         }
         manifest.write(&made)?;

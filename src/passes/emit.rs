@@ -357,6 +357,9 @@ pub(crate) struct EmitScratch {
     local: Vec<u32>,
     /// `parameter_number = i` attributes of fusion parameters, shared by all of them.
     param_attrs: Vec<SharedAttrs>,
+    /// Instructions and nodes of the last compilation's kernel bodies: the next one's
+    /// lists start that large (they leave with the bodies, so they cannot be reused).
+    body_sizes: (usize, usize),
 }
 
 fn bad(m: &Module, msg: impl Into<String>) -> CompileError {
@@ -547,6 +550,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             named,
             local,
             param_attrs,
+            body_sizes: _,
         } = s;
         inputs.clear();
         input_end.clear();
@@ -984,8 +988,8 @@ pub(crate) fn emit<'a>(
         names: &mut flat.names,
         dry,
         bodies,
-        arena: Vec::new(),
-        nodes: Vec::new(),
+        arena: Vec::with_capacity(if bodies { scratch.body_sizes.0 } else { 0 }),
+        nodes: Vec::with_capacity(if bodies { scratch.body_sizes.1 } else { 0 }),
         new_id: vec![None; m.computations.len()],
         comps: IndexMap::with_capacity(if dry {
             0
@@ -1074,6 +1078,9 @@ pub(crate) fn emit<'a>(
             &mut out,
             0,
         );
+    }
+    if bodies {
+        scratch.body_sizes = (arena.len(), nodes.len());
     }
     let mut bodies = KernelBodies {
         instrs: arena,
