@@ -1260,7 +1260,56 @@ fn lower_region(r: &Region, name: &str) -> Result<Option<LoweredKernel>, LowerEr
 
 /// [`lower_region`] and the kernel's hero instruction.
 fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, InstrId)>, LowerError> {
-    // ---- main output and side outputs
+    let Some(mut outputs) = main_outputs(r) else {
+        return Ok(None);
+    };
+    let in_place = in_place_update(r, &mut outputs);
+    let Some(space) = iteration_space(&outputs, in_place.as_ref()) else {
+        return Ok(None);
+    };
+    let hero = choose_hero(r, &outputs, &space, in_place.is_some());
+    let red = reduction_dims(r, &hero, space.rank());
+    let tr = trace(r, &hero, red.hero, &outputs, &space, in_place);
+    let mut inputs = kernel_inputs(r, &tr, &space);
+    let kernel_operand = order_inputs(r, &hero, &mut inputs);
+    let kind = kernel_kind(r, &hero, &tr, space.rank());
+    let work = vpu_work(r, &hero, &red.dims, &space.out_arr);
+    let desc = KernelDesc {
+        name: name.to_string(),
+        kind,
+        output: space.out_desc,
+        reduction_dims: red.dims,
+        inputs: inputs.inputs,
+        kernel_operand,
+        vpu: work.vpu,
+        transcendentals: work.transcendentals,
+        flops: work.flops,
+    };
+    let (desc, flattened) = validated(desc, name)?;
+    Ok(Some((
+        LoweredKernel {
+            desc,
+            hero: hero.op,
+            hero_name: r.name(hero.id),
+            side_outputs: outputs.side,
+            operand_of_input: inputs.operand_of_input,
+            flattened,
+        },
+        hero.id,
+    )))
+}
+
+/// What a kernel writes.
+struct Outputs {
+    /// The instruction of the main output (the largest data element of a tuple root).
+    main: InstrId,
+    main_arr: ArrayShape,
+    /// Outputs written besides the main one.
+    side: Vec<TensorDesc>,
+}
+
+/// The region's main output and side outputs; None when it writes no data.
+fn main_outputs(r: &Region) -> Option<Outputs> {
     let root_ins = r.ins(r.root);
     let root_shape = r.out_shape.unwrap_or(root_ins.shape);
     let mut side: Vec<TensorDesc> = Vec::new();
@@ -1277,15 +1326,12 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
                     root_shape.leaves().into_iter().map(|a| (None, a)).collect()
                 };
             let bytes = |a: &ArrayShape| elements(a) * f64::from(elem_bits(a));
-            let best = leaves
+            let bi = leaves
                 .iter()
                 .enumerate()
                 .filter(|(_, (_, a))| is_data(a))
                 .max_by(|x, y| bytes(x.1 .1).total_cmp(&bytes(y.1 .1)))
-                .map(|(i, _)| i);
-            let Some(bi) = best else {
-                return Ok(None);
-            };
+                .map(|(i, _)| i)?;
             for (i, (_, a)) in leaves.iter().enumerate() {
                 if i != bi && is_data(a) {
                     side.push(tensor(a));
@@ -1294,248 +1340,348 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
             let (p, a) = leaves[bi];
             (p.unwrap_or(r.root), a.clone())
         }
-        Shape::Buffer(_) => return Ok(None),
+        Shape::Buffer(_) => return None,
     };
-    if !is_data(&main_arr) {
-        return Ok(None);
-    }
-    // ---- in-place updates: iterate over the update, the buffer is aliased
-    let mut aliased: Vec<InstrId> = Vec::new();
-    let mut out_arr = main_arr.clone();
-    let mut start: Vec<(InstrId, Vec<DimMap>, Vec<i64>)> = Vec::new();
+    is_data(&main_arr).then_some(Outputs {
+        main,
+        main_arr,
+        side,
+    })
+}
+
+/// An in-place update (dynamic-update-slice, scatter): the kernel iterates over the
+/// update, and the buffer is aliased with the output.
+#[derive(Default)]
+struct InPlace {
+    /// The update's shape (None when it is not data: the output's space is kept).
+    update: Option<ArrayShape>,
+    /// Buffers that come straight from a leaf: not read.
+    aliased: Vec<InstrId>,
+    /// Where the trace starts: (instruction, maps, dims the maps are given over), the
+    /// last first.
+    start: Vec<(InstrId, Vec<DimMap>, Vec<i64>)>,
+    /// Buffers computed inside the region, traced after `start`.
+    after: Vec<(InstrId, Vec<DimMap>)>,
+}
+
+/// The in-place update the main output is, if it is one; buffers computed inside the
+/// region are written as side outputs.
+fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
+    let main = outputs.main;
     let main_op = if r.is_leaf(main) {
         Opcode::Parameter
     } else {
         r.opcode(main)
     };
-    let in_place = main_op.updates_in_place();
-    let mut extra_after: Vec<(InstrId, Vec<DimMap>)> = Vec::new();
-    if in_place {
-        let ops = r.operands(main);
-        let (buf_k, upd_k) = if main_op == Opcode::Scatter {
-            let k = ops.len().saturating_sub(1) / 2;
-            (k, k + 1)
-        } else {
-            (1, 1)
-        };
-        let upd = ops.get(upd_k).copied();
-        if let Some(ua) = upd.and_then(|u| r.arr(u)).filter(|a| is_data(a)) {
-            out_arr = ua.clone();
-            let udims: Vec<i64> = ua.dims.iter().map(|&d| dim_size(d)).collect();
-            let phys = physical_order(ua);
-            let mut um = vec![DimMap::Full; ua.rank()];
-            for (k, &l) in phys.iter().enumerate() {
-                um[l] = DimMap::Iter(k);
-            }
-            // buffers: aliased when they come straight from a leaf
-            let n_buf = if main_op == Opcode::Scatter { buf_k } else { 1 };
-            for &b in ops.iter().take(n_buf) {
-                if r.is_leaf(b) {
-                    aliased.push(b);
-                } else if let Some(ba) = r.arr(b) {
-                    side.push(tensor(ba));
-                    let bm = positional(&r.dims(b), &udims, &um);
-                    extra_after.push((b, bm));
-                }
-            }
-            if main_op == Opcode::Scatter {
-                // indices: scatter dims of the updates
-                if let (Some(&idx_op), Some(sd)) =
-                    (ops.get(buf_k), r.ins(main).attrs.scatter.as_deref())
-                {
-                    let win: Vec<usize> = sd
-                        .update_window_dims
-                        .iter()
-                        .filter_map(|&d| usize::try_from(d).ok())
-                        .collect();
-                    let scatter_dims: Vec<usize> =
-                        (0..ua.rank()).filter(|d| !win.contains(d)).collect();
-                    let ivd = usize::try_from(sd.index_vector_dim).unwrap_or(usize::MAX);
-                    let mut im = vec![DimMap::Full; r.rank(idx_op)];
-                    let mut it = scatter_dims.iter();
-                    for (d, slot) in im.iter_mut().enumerate() {
-                        if d != ivd {
-                            if let Some(&s) = it.next() {
-                                *slot = um[s];
-                            }
-                        }
-                    }
-                    start.push((idx_op, im, udims.clone()));
-                }
-                for &u in ops.iter().skip(upd_k) {
-                    start.push((u, um.clone(), udims.clone()));
-                }
-            } else {
-                for &o in ops.iter().skip(2) {
-                    start.push((o, vec![], vec![]));
-                }
-                if let Some(u) = upd {
-                    start.push((u, um, udims));
-                }
-            }
+    if !main_op.updates_in_place() {
+        return None;
+    }
+    let mut ip = InPlace::default();
+    let ops = r.operands(main);
+    let (buf_k, upd_k) = if main_op == Opcode::Scatter {
+        let k = ops.len().saturating_sub(1) / 2;
+        (k, k + 1)
+    } else {
+        (1, 1)
+    };
+    let upd = ops.get(upd_k).copied();
+    let Some(ua) = upd.and_then(|u| r.arr(u)).filter(|a| is_data(a)) else {
+        return Some(ip);
+    };
+    ip.update = Some(ua.clone());
+    let udims: Vec<i64> = ua.dims.iter().map(|&d| dim_size(d)).collect();
+    let phys = physical_order(ua);
+    let mut um = vec![DimMap::Full; ua.rank()];
+    for (k, &l) in phys.iter().enumerate() {
+        um[l] = DimMap::Iter(k);
+    }
+    // buffers: aliased when they come straight from a leaf
+    let n_buf = if main_op == Opcode::Scatter { buf_k } else { 1 };
+    for &b in ops.iter().take(n_buf) {
+        if r.is_leaf(b) {
+            ip.aliased.push(b);
+        } else if let Some(ba) = r.arr(b) {
+            outputs.side.push(tensor(ba));
+            let bm = positional(&r.dims(b), &udims, &um);
+            ip.after.push((b, bm));
         }
     }
+    if main_op == Opcode::Scatter {
+        // indices: scatter dims of the updates
+        if let (Some(&idx_op), Some(sd)) = (ops.get(buf_k), r.ins(main).attrs.scatter.as_deref()) {
+            let win: Vec<usize> = sd
+                .update_window_dims
+                .iter()
+                .filter_map(|&d| usize::try_from(d).ok())
+                .collect();
+            let scatter_dims: Vec<usize> = (0..ua.rank()).filter(|d| !win.contains(d)).collect();
+            let ivd = usize::try_from(sd.index_vector_dim).unwrap_or(usize::MAX);
+            let mut im = vec![DimMap::Full; r.rank(idx_op)];
+            let mut it = scatter_dims.iter();
+            for (d, slot) in im.iter_mut().enumerate() {
+                if d != ivd {
+                    if let Some(&s) = it.next() {
+                        *slot = um[s];
+                    }
+                }
+            }
+            ip.start.push((idx_op, im, udims.clone()));
+        }
+        for &u in ops.iter().skip(upd_k) {
+            ip.start.push((u, um.clone(), udims.clone()));
+        }
+    } else {
+        for &o in ops.iter().skip(2) {
+            ip.start.push((o, vec![], vec![]));
+        }
+        if let Some(u) = upd {
+            ip.start.push((u, um, udims));
+        }
+    }
+    Some(ip)
+}
+
+/// The kernel's iteration space: the physical dims of the array it writes (the update
+/// of an in-place update).
+struct IterationSpace {
+    /// The array written.
+    out_arr: ArrayShape,
+    out_desc: TensorDesc,
+    /// Logical dims of the main output.
+    out_dims_logical: Vec<i64>,
+}
+
+impl IterationSpace {
+    /// Number of output iteration dims (the reduction dims come after).
+    fn rank(&self) -> usize {
+        self.out_desc.dims.len()
+    }
+}
+
+/// The iteration space of `outputs`; None when it is empty.
+fn iteration_space(outputs: &Outputs, in_place: Option<&InPlace>) -> Option<IterationSpace> {
+    let out_arr = in_place
+        .and_then(|ip| ip.update.clone())
+        .unwrap_or_else(|| outputs.main_arr.clone());
     let out_desc = tensor(&out_arr);
     if out_desc.dims.iter().any(|&d| d <= 0) {
-        return Ok(None);
+        return None;
     }
-    let out_dims_logical: Vec<i64> = main_arr.dims.iter().map(|&d| dim_size(d)).collect();
-    let (hero, class) = if in_place {
-        (main, HeroClass::Other)
-    } else {
-        find_hero(r, main, &out_dims_logical)
-    };
-    let hero_op = if r.is_leaf(hero) {
-        Opcode::Copy
-    } else {
-        r.opcode(hero)
-    };
+    let out_dims_logical = outputs.main_arr.dims.iter().map(|&d| dim_size(d)).collect();
+    Some(IterationSpace {
+        out_arr,
+        out_desc,
+        out_dims_logical,
+    })
+}
 
-    // ---- reduction dims of the hero
-    let rank_out = out_desc.dims.len();
-    let mut red: Vec<ReductionDim> = Vec::new();
-    let mut hd = HeroDims::default();
-    let hops = if r.is_leaf(hero) {
-        SmallVec::new()
+/// The instruction that decides the kernel's kind.
+struct Hero {
+    id: InstrId,
+    class: HeroClass,
+    /// Its opcode (`copy` for a leaf).
+    op: Opcode,
+    /// Its operands (none for a leaf).
+    operands: SmallVec<[InstrId; 4]>,
+}
+
+/// The hero of the region: the main output itself for an in-place update, else
+/// [`find_hero`]'s choice.
+fn choose_hero(r: &Region, outputs: &Outputs, space: &IterationSpace, in_place: bool) -> Hero {
+    let (id, class) = if in_place {
+        (outputs.main, HeroClass::Other)
     } else {
-        r.operands(hero)
+        find_hero(r, outputs.main, &space.out_dims_logical)
     };
-    match class {
-        HeroClass::Mxu if hero_op == Opcode::Dot => {
-            if let (Some(dd), Some(la)) = (
-                r.ins(hero).attrs.dot_dims.as_deref(),
-                hops.first().and_then(|&o| r.arr(o)),
-            ) {
-                let phys = physical_order(la);
-                let mut cs: Vec<(usize, usize)> = dd
-                    .lhs_contracting
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(k, &d)| {
-                        let d = usize::try_from(d).ok()?;
-                        Some((phys.iter().position(|&p| p == d).unwrap_or(d), k))
-                    })
-                    .collect();
-                cs.sort_unstable();
-                hd.contraction = vec![0; dd.lhs_contracting.len()];
-                for (_, k) in cs {
-                    let d = dd.lhs_contracting[k];
-                    let size = usize::try_from(d)
-                        .ok()
-                        .and_then(|d| la.dims.get(d))
-                        .map(|&x| dim_size(x))
-                        .unwrap_or(1)
-                        .max(1);
-                    hd.contraction[k] = rank_out + red.len();
-                    red.push(ReductionDim {
-                        size,
-                        kind: ReductionKind::Contraction,
-                    });
-                }
-            }
-        }
-        HeroClass::Mxu => {
-            if let (Some(cd), Some(ka)) = (
-                r.ins(hero).attrs.conv_dims.as_deref(),
-                hops.get(1).and_then(|&o| r.arr(o)),
-            ) {
-                let phys = physical_order(ka);
-                let mut sp: Vec<(usize, usize)> = cd
-                    .kernel_spatial
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, &d)| {
-                        let d = usize::try_from(d).ok()?;
-                        Some((phys.iter().position(|&p| p == d).unwrap_or(d), i))
-                    })
-                    .collect();
-                sp.sort_unstable();
-                hd.window = vec![0; cd.kernel_spatial.len()];
-                let ksize = |d: i64| {
-                    usize::try_from(d)
-                        .ok()
-                        .and_then(|d| ka.dims.get(d))
-                        .map(|&x| dim_size(x))
-                        .unwrap_or(1)
-                        .max(1)
-                };
-                for (_, i) in sp {
-                    hd.window[i] = rank_out + red.len();
-                    red.push(ReductionDim {
-                        size: ksize(cd.kernel_spatial[i]),
-                        kind: ReductionKind::Window,
-                    });
-                }
-                hd.cin = Some(rank_out + red.len());
-                red.push(ReductionDim {
-                    size: ksize(cd.kernel_input_feature),
-                    kind: ReductionKind::Contraction,
-                });
-            }
-        }
-        HeroClass::Reduction => {
-            if let Some(oa) = hops.first().and_then(|&o| r.arr(o)) {
-                let phys = physical_order(oa);
-                let rank = phys.len();
-                let hi = r.ins(hero);
-                let reduced: Vec<(usize, i64)> = if hero_op == Opcode::Reduce {
-                    hi.attrs
-                        .dimensions
-                        .as_ref()
-                        .map(|d| {
-                            d.iter()
-                                .filter_map(|&x| usize::try_from(x).ok())
-                                .filter(|&x| x < rank)
-                                .map(|x| (x, dim_size(oa.dims[x]).max(1)))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                } else {
-                    hi.attrs
-                        .window
-                        .as_ref()
-                        .map(|w| {
-                            w.dims
-                                .iter()
-                                .enumerate()
-                                .filter(|(d, wd)| {
-                                    *d < rank
-                                        && (wd.size != 1
-                                            || wd.stride != 1
-                                            || wd.window_dilation != 1
-                                            || wd.base_dilation != 1)
-                                })
-                                .map(|(d, wd)| (d, wd.size.max(1)))
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                for (pos, &l) in phys.iter().enumerate() {
-                    if let Some(&(_, size)) = reduced.iter().find(|(d, _)| *d == l) {
-                        let axis = if pos + 1 == rank {
-                            ReduceAxis::Lanes
-                        } else if pos + 2 == rank {
-                            ReduceAxis::Sublanes
-                        } else {
-                            ReduceAxis::Major
-                        };
-                        hd.reduced.push((l, rank_out + red.len()));
-                        red.push(ReductionDim {
-                            size,
-                            kind: ReductionKind::Reduce(axis),
-                        });
-                    }
-                }
-            }
-        }
+    let (op, operands) = if r.is_leaf(id) {
+        (Opcode::Copy, SmallVec::new())
+    } else {
+        (r.opcode(id), r.operands(id))
+    };
+    Hero {
+        id,
+        class,
+        op,
+        operands,
+    }
+}
+
+/// The reduction iteration dims of a kernel, numbered after the output dims.
+struct ReductionDims {
+    rank_out: usize,
+    dims: Vec<ReductionDim>,
+    /// Which hero dim each one is.
+    hero: HeroDims,
+}
+
+impl ReductionDims {
+    /// Adds a reduction dim; its iteration dim.
+    fn push(&mut self, size: i64, kind: ReductionKind) -> usize {
+        let it = self.rank_out + self.dims.len();
+        self.dims.push(ReductionDim { size, kind });
+        it
+    }
+}
+
+/// The reduction dims the hero adds: contracting dims of a dot, window and input
+/// feature of a convolution, reduced dims of a reduce / reduce-window, each in the
+/// physical order of the operand that has them.
+fn reduction_dims(r: &Region, hero: &Hero, rank_out: usize) -> ReductionDims {
+    let mut red = ReductionDims {
+        rank_out,
+        dims: Vec::new(),
+        hero: HeroDims::default(),
+    };
+    match hero.class {
+        HeroClass::Mxu if hero.op == Opcode::Dot => dot_reduction_dims(r, hero, &mut red),
+        HeroClass::Mxu => conv_reduction_dims(r, hero, &mut red),
+        HeroClass::Reduction => reduced_dims(r, hero, &mut red),
         _ => {}
     }
+    red
+}
 
-    // ---- trace
+/// A dot's contracting dims.
+fn dot_reduction_dims(r: &Region, hero: &Hero, red: &mut ReductionDims) {
+    let (Some(dd), Some(la)) = (
+        r.ins(hero.id).attrs.dot_dims.as_deref(),
+        hero.operands.first().and_then(|&o| r.arr(o)),
+    ) else {
+        return;
+    };
+    let phys = physical_order(la);
+    let mut cs: Vec<(usize, usize)> = dd
+        .lhs_contracting
+        .iter()
+        .enumerate()
+        .filter_map(|(k, &d)| {
+            let d = usize::try_from(d).ok()?;
+            Some((phys.iter().position(|&p| p == d).unwrap_or(d), k))
+        })
+        .collect();
+    cs.sort_unstable();
+    red.hero.contraction = vec![0; dd.lhs_contracting.len()];
+    for (_, k) in cs {
+        let d = dd.lhs_contracting[k];
+        let size = usize::try_from(d)
+            .ok()
+            .and_then(|d| la.dims.get(d))
+            .map(|&x| dim_size(x))
+            .unwrap_or(1)
+            .max(1);
+        let it = red.push(size, ReductionKind::Contraction);
+        red.hero.contraction[k] = it;
+    }
+}
+
+/// A convolution's window dims and input feature.
+fn conv_reduction_dims(r: &Region, hero: &Hero, red: &mut ReductionDims) {
+    let (Some(cd), Some(ka)) = (
+        r.ins(hero.id).attrs.conv_dims.as_deref(),
+        hero.operands.get(1).and_then(|&o| r.arr(o)),
+    ) else {
+        return;
+    };
+    let phys = physical_order(ka);
+    let mut sp: Vec<(usize, usize)> = cd
+        .kernel_spatial
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| {
+            let d = usize::try_from(d).ok()?;
+            Some((phys.iter().position(|&p| p == d).unwrap_or(d), i))
+        })
+        .collect();
+    sp.sort_unstable();
+    red.hero.window = vec![0; cd.kernel_spatial.len()];
+    let ksize = |d: i64| {
+        usize::try_from(d)
+            .ok()
+            .and_then(|d| ka.dims.get(d))
+            .map(|&x| dim_size(x))
+            .unwrap_or(1)
+            .max(1)
+    };
+    for (_, i) in sp {
+        let it = red.push(ksize(cd.kernel_spatial[i]), ReductionKind::Window);
+        red.hero.window[i] = it;
+    }
+    let it = red.push(ksize(cd.kernel_input_feature), ReductionKind::Contraction);
+    red.hero.cin = Some(it);
+}
+
+/// The reduced dims of a reduce or reduce-window, by the axis they reduce across.
+fn reduced_dims(r: &Region, hero: &Hero, red: &mut ReductionDims) {
+    let Some(oa) = hero.operands.first().and_then(|&o| r.arr(o)) else {
+        return;
+    };
+    let phys = physical_order(oa);
+    let rank = phys.len();
+    let hi = r.ins(hero.id);
+    let reduced: Vec<(usize, i64)> = if hero.op == Opcode::Reduce {
+        hi.attrs
+            .dimensions
+            .as_ref()
+            .map(|d| {
+                d.iter()
+                    .filter_map(|&x| usize::try_from(x).ok())
+                    .filter(|&x| x < rank)
+                    .map(|x| (x, dim_size(oa.dims[x]).max(1)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        hi.attrs
+            .window
+            .as_ref()
+            .map(|w| {
+                w.dims
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, wd)| {
+                        *d < rank
+                            && (wd.size != 1
+                                || wd.stride != 1
+                                || wd.window_dilation != 1
+                                || wd.base_dilation != 1)
+                    })
+                    .map(|(d, wd)| (d, wd.size.max(1)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (pos, &l) in phys.iter().enumerate() {
+        if let Some(&(_, size)) = reduced.iter().find(|(d, _)| *d == l) {
+            let axis = if pos + 1 == rank {
+                ReduceAxis::Lanes
+            } else if pos + 2 == rank {
+                ReduceAxis::Sublanes
+            } else {
+                ReduceAxis::Major
+            };
+            let it = red.push(size, ReductionKind::Reduce(axis));
+            red.hero.reduced.push((l, it));
+        }
+    }
+}
+
+/// Dim maps traced from the outputs back to the leaves.
+fn trace<'r, 'm>(
+    r: &'r Region<'m>,
+    hero: &Hero,
+    hd: HeroDims,
+    outputs: &Outputs,
+    space: &IterationSpace,
+    in_place: Option<InPlace>,
+) -> Tracer<'r, 'm> {
+    let (aliased, in_place) = match in_place {
+        Some(mut ip) => (std::mem::take(&mut ip.aliased), Some(ip)),
+        None => (Vec::new(), None),
+    };
     let mut tr = Tracer {
         r,
-        hero,
-        class,
+        hero: hero.id,
+        class: hero.class,
         hd,
         // Sized for the region (a fused computation's instructions or one
         // instruction, and its leaves).
@@ -1547,41 +1693,69 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
         aliased,
         stack: Vec::new(),
     };
-    let out_phys = physical_order(&out_arr);
-    if in_place {
-        for (id, m, src) in start.into_iter().rev() {
+    let main = outputs.main;
+    let out_phys = physical_order(&space.out_arr);
+    if let Some(ip) = in_place {
+        for (id, m, src) in ip.start.into_iter().rev() {
             tr.push(id, m, &src);
         }
         tr.run();
-        for (b, bm) in extra_after {
+        for (b, bm) in ip.after {
             let src = r.dims(b);
             tr.push(b, bm, &src);
             tr.run();
         }
     } else {
-        let mut m0 = vec![DimMap::Full; main_arr.rank()];
+        let out_dims_logical = &space.out_dims_logical;
+        let mut m0 = vec![DimMap::Full; outputs.main_arr.rank()];
         for (k, &l) in out_phys.iter().enumerate() {
             m0[l] = DimMap::Iter(k);
         }
-        tr.push(main, m0.clone(), &out_dims_logical);
+        tr.push(main, m0.clone(), out_dims_logical);
         tr.run();
         // other outputs of a multi-output fusion read inputs too
         if !r.single && r.opcode(r.root) == Opcode::Tuple {
             for o in r.operands(r.root) {
                 if o != main {
-                    tr.push(o, m0.clone(), &out_dims_logical);
+                    tr.push(o, m0.clone(), out_dims_logical);
                     tr.run();
                 }
             }
         }
     }
+    tr
+}
 
-    // ---- inputs
-    let mut inputs: Vec<InputDesc> = Vec::new();
-    let mut operand_of_input: Vec<usize> = Vec::new();
-    let mut leaf_of_input: Vec<InstrId> = Vec::new();
-    let out_phys_dims = out_desc.dims.clone();
-    let out_iter_maps: Vec<DimMap> = (0..rank_out).map(DimMap::Iter).collect();
+/// The kernel's inputs, with the operand number and leaf each one reads.
+struct Inputs {
+    inputs: Vec<InputDesc>,
+    operand_of_input: Vec<usize>,
+    leaf_of_input: Vec<InstrId>,
+}
+
+impl Inputs {
+    /// Moves input `p` to the front.
+    fn move_to_front(&mut self, p: usize) {
+        let i = self.inputs.remove(p);
+        self.inputs.insert(0, i);
+        let o = self.operand_of_input.remove(p);
+        self.operand_of_input.insert(0, o);
+        let lf = self.leaf_of_input.remove(p);
+        self.leaf_of_input.insert(0, lf);
+    }
+}
+
+/// One input per leaf read from HBM (not aliased, array data of rank ≥ 1), with the
+/// traced maps in the leaf's physical order (positional maps when the trace did not
+/// reach it).
+fn kernel_inputs(r: &Region, tr: &Tracer, space: &IterationSpace) -> Inputs {
+    let mut res = Inputs {
+        inputs: Vec::new(),
+        operand_of_input: Vec::new(),
+        leaf_of_input: Vec::new(),
+    };
+    let out_phys_dims = &space.out_desc.dims;
+    let out_iter_maps: Vec<DimMap> = (0..space.rank()).map(DimMap::Iter).collect();
     for &leaf in &r.leaves {
         if tr.aliased.contains(&leaf) {
             continue;
@@ -1596,136 +1770,158 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
         let t = tensor(a);
         let dims = match tr.leaf_maps.get(&leaf) {
             Some(lm) => to_physical(a, lm),
-            None => positional(&t.dims, &out_phys_dims, &out_iter_maps),
+            None => positional(&t.dims, out_phys_dims, &out_iter_maps),
         };
-        operand_of_input.push(r.leaf_input.get(&leaf).copied().unwrap_or(0));
-        leaf_of_input.push(leaf);
-        inputs.push(InputDesc { tensor: t, dims });
+        res.operand_of_input
+            .push(r.leaf_input.get(&leaf).copied().unwrap_or(0));
+        res.leaf_of_input.push(leaf);
+        res.inputs.push(InputDesc { tensor: t, dims });
     }
+    res
+}
 
-    // ---- reductions: the reduced operand's input goes first (work layout)
-    let walk_to_leaf = |from: Option<InstrId>| -> Option<InstrId> {
-        let mut cur = from?;
-        for _ in 0..64 {
-            if r.is_leaf(cur) {
-                return Some(cur);
-            }
-            let ops = r.operands(cur);
-            // Follow the largest operand; of equal ones, the first by operand slot (as
-            // layout assignment prefers an element-wise op's first operand): a fact of
-            // the program, not of the order its instructions are listed in, so a module
-            // rebuilt from TpuGraphs features costs what the original does.
-            cur = *ops
-                .iter()
-                .enumerate()
-                .max_by(|&(i, &x), &(j, &y)| {
-                    let ex = r.arr(x).map(elements).unwrap_or(0.0);
-                    let ey = r.arr(y).map(elements).unwrap_or(0.0);
-                    ex.total_cmp(&ey).then(j.cmp(&i))
-                })?
-                .1;
+/// The leaf `from` reads through its largest operands.
+fn walk_to_leaf(r: &Region, from: Option<InstrId>) -> Option<InstrId> {
+    let mut cur = from?;
+    for _ in 0..64 {
+        if r.is_leaf(cur) {
+            return Some(cur);
         }
-        None
-    };
-    if class == HeroClass::Reduction {
-        if let Some(l) = walk_to_leaf(hops.first().copied()) {
-            if let Some(p) = leaf_of_input.iter().position(|&x| x == l) {
+        let ops = r.operands(cur);
+        // Follow the largest operand; of equal ones, the first by operand slot (as
+        // layout assignment prefers an element-wise op's first operand): a fact of
+        // the program, not of the order its instructions are listed in, so a module
+        // rebuilt from TpuGraphs features costs what the original does.
+        cur = *ops
+            .iter()
+            .enumerate()
+            .max_by(|&(i, &x), &(j, &y)| {
+                let ex = r.arr(x).map(elements).unwrap_or(0.0);
+                let ey = r.arr(y).map(elements).unwrap_or(0.0);
+                ex.total_cmp(&ey).then(j.cmp(&i))
+            })?
+            .1;
+    }
+    None
+}
+
+/// Puts a reduction's reduced operand first (it decides the work layout); the input
+/// that is the MXU kernel operand (the weights), if any.
+fn order_inputs(r: &Region, hero: &Hero, inputs: &mut Inputs) -> Option<usize> {
+    if hero.class == HeroClass::Reduction {
+        if let Some(l) = walk_to_leaf(r, hero.operands.first().copied()) {
+            if let Some(p) = inputs.leaf_of_input.iter().position(|&x| x == l) {
                 if p > 0 {
-                    let i = inputs.remove(p);
-                    inputs.insert(0, i);
-                    let o = operand_of_input.remove(p);
-                    operand_of_input.insert(0, o);
-                    let lf = leaf_of_input.remove(p);
-                    leaf_of_input.insert(0, lf);
+                    inputs.move_to_front(p);
                 }
             }
         }
     }
-    let kernel_operand = if class == HeroClass::Mxu {
-        walk_to_leaf(hops.get(1).copied()).and_then(|l| leaf_of_input.iter().position(|&x| x == l))
+    if hero.class == HeroClass::Mxu {
+        walk_to_leaf(r, hero.operands.get(1).copied())
+            .and_then(|l| inputs.leaf_of_input.iter().position(|&x| x == l))
     } else {
         None
-    };
+    }
+}
 
-    // ---- MXU roles
-    let kind = match class {
-        HeroClass::Mxu => {
-            let mut roles = vec![MxuRole::M; rank_out];
-            let hm = tr.maps.get(&hero).cloned().unwrap_or_default();
-            let role_of_out: Vec<MxuRole> = if hero_op == Opcode::Dot {
-                let hi = r.ins(hero);
-                let nb = hi
-                    .attrs
-                    .dot_dims
-                    .as_ref()
-                    .map(|d| d.lhs_batch.len())
-                    .unwrap_or(0);
-                let nl = hops
-                    .first()
-                    .map(|&o| r.rank(o))
-                    .unwrap_or(0)
-                    .saturating_sub(
-                        nb + hi
-                            .attrs
-                            .dot_dims
-                            .as_ref()
-                            .map(|d| d.lhs_contracting.len())
-                            .unwrap_or(0),
-                    );
-                (0..r.rank(hero))
-                    .map(|j| {
-                        if j < nb {
-                            MxuRole::Batch
-                        } else if j < nb + nl {
-                            MxuRole::M
-                        } else {
-                            MxuRole::N
-                        }
-                    })
-                    .collect()
-            } else {
-                let cd = r.ins(hero).attrs.conv_dims.as_deref();
-                (0..r.rank(hero))
-                    .map(|j| match cd {
-                        Some(cd) if cd.output_feature == j as i64 => MxuRole::N,
-                        _ => MxuRole::M,
-                    })
-                    .collect()
-            };
-            for (j, m) in hm.iter().enumerate() {
-                let role = role_of_out.get(j).copied().unwrap_or(MxuRole::M);
-                match *m {
-                    DimMap::Iter(d) if d < rank_out => roles[d] = role,
-                    DimMap::Window { out, win, .. } => {
-                        if out < rank_out {
-                            roles[out] = role;
-                        }
-                        if win < rank_out {
-                            roles[win] = role;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            KernelKind::Mxu(MxuSpec {
-                roles,
-                precision: precision_of(r, hero),
-            })
-        }
+/// The kernel kind; for an MXU kernel, the role (batch, M, N) of each output dim from
+/// the hero's traced maps.
+fn kernel_kind(r: &Region, hero: &Hero, tr: &Tracer, rank_out: usize) -> KernelKind {
+    match hero.class {
+        HeroClass::Mxu => KernelKind::Mxu(MxuSpec {
+            roles: mxu_roles(r, hero, tr, rank_out),
+            precision: precision_of(r, hero.id),
+        }),
         HeroClass::Reduction => KernelKind::Reduction,
         HeroClass::Other => KernelKind::Other,
         HeroClass::CopyTranspose => KernelKind::CopyTranspose,
         HeroClass::Elementwise => KernelKind::Elementwise,
-    };
+    }
+}
 
-    // ---- VPU work and flops
-    let out_elems = elements(&out_arr).max(1.0);
+/// The MXU role of each output iteration dim.
+fn mxu_roles(r: &Region, hero: &Hero, tr: &Tracer, rank_out: usize) -> Vec<MxuRole> {
+    let mut roles = vec![MxuRole::M; rank_out];
+    let hm = tr.maps.get(&hero.id).cloned().unwrap_or_default();
+    let role_of_out: Vec<MxuRole> = if hero.op == Opcode::Dot {
+        let hi = r.ins(hero.id);
+        let nb = hi
+            .attrs
+            .dot_dims
+            .as_ref()
+            .map(|d| d.lhs_batch.len())
+            .unwrap_or(0);
+        let nl = hero
+            .operands
+            .first()
+            .map(|&o| r.rank(o))
+            .unwrap_or(0)
+            .saturating_sub(
+                nb + hi
+                    .attrs
+                    .dot_dims
+                    .as_ref()
+                    .map(|d| d.lhs_contracting.len())
+                    .unwrap_or(0),
+            );
+        (0..r.rank(hero.id))
+            .map(|j| {
+                if j < nb {
+                    MxuRole::Batch
+                } else if j < nb + nl {
+                    MxuRole::M
+                } else {
+                    MxuRole::N
+                }
+            })
+            .collect()
+    } else {
+        let cd = r.ins(hero.id).attrs.conv_dims.as_deref();
+        (0..r.rank(hero.id))
+            .map(|j| match cd {
+                Some(cd) if cd.output_feature == j as i64 => MxuRole::N,
+                _ => MxuRole::M,
+            })
+            .collect()
+    };
+    for (j, m) in hm.iter().enumerate() {
+        let role = role_of_out.get(j).copied().unwrap_or(MxuRole::M);
+        match *m {
+            DimMap::Iter(d) if d < rank_out => roles[d] = role,
+            DimMap::Window { out, win, .. } => {
+                if out < rank_out {
+                    roles[out] = role;
+                }
+                if win < rank_out {
+                    roles[win] = role;
+                }
+            }
+            _ => {}
+        }
+    }
+    roles
+}
+
+/// The vector work of a kernel and its flop counts.
+struct Work {
+    vpu: VpuWork,
+    flops: f64,
+    transcendentals: f64,
+}
+
+/// VPU work per output element (per reduction point for the reduction's operand cone)
+/// and the kernel's flops and transcendentals, summed over the region's instructions.
+fn vpu_work(r: &Region, hero: &Hero, red: &[ReductionDim], out_arr: &ArrayShape) -> Work {
+    let class = hero.class;
+    let hops = &hero.operands;
+    let out_elems = elements(out_arr).max(1.0);
     let cone = if class == HeroClass::Reduction {
         cone_of(r, &hops[..hops.len() / 2])
     } else {
         Vec::new()
     };
-    let point_elems = match (class, hero_op) {
+    let point_elems = match (class, hero.op) {
         (HeroClass::Reduction, Opcode::Reduce) => hops
             .first()
             .and_then(|&o| r.arr(o))
@@ -1735,162 +1931,141 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
         (HeroClass::Reduction, _) => out_elems * red.iter().map(|x| x.size as f64).product::<f64>(),
         _ => 1.0,
     };
-    let mut vpu = VpuWork::default();
-    let mut flops = 0.0;
-    let mut transc = 0.0;
+    let mut w = Work {
+        vpu: VpuWork::default(),
+        flops: 0.0,
+        transcendentals: 0.0,
+    };
     for id in r.members() {
         let op = r.opcode(id);
-        let ins = r.ins(id);
-        let n = r.arr(id).map(elements).unwrap_or(1.0).max(1.0);
-        let mut ops = OpCounts::default();
-        let mut applications = n;
-        match op {
-            Opcode::Dot | Opcode::Convolution => {
-                let f = mxu_flops(r, id);
-                flops += f;
-                if id != hero {
-                    // a second matmul runs on the MXU too; count it as VPU
-                    // multiply-adds (documented approximation)
-                    add_scaled(
-                        &mut vpu.per_output_element,
-                        OpCounts::cheap(f / 2.0),
-                        1.0 / out_elems,
-                    );
-                }
-                continue;
+        if matches!(op, Opcode::Dot | Opcode::Convolution) {
+            let f = mxu_flops(r, id);
+            w.flops += f;
+            if id != hero.id {
+                // a second matmul runs on the MXU too; count it as VPU
+                // multiply-adds (documented approximation)
+                add_scaled(
+                    &mut w.vpu.per_output_element,
+                    OpCounts::cheap(f / 2.0),
+                    1.0 / out_elems,
+                );
             }
-            Opcode::Reduce
-            | Opcode::ReduceWindow
-            | Opcode::Map
-            | Opcode::Scatter
-            | Opcode::SelectAndScatter => {
-                let callee = r
-                    .called(id, CallRole::ToApply)
-                    .or_else(|| r.called(id, CallRole::Scatter));
-                if let Some(c) = callee {
-                    ops = computation_ops(r.module, c, 0);
-                }
-                let operand = r.operands(id);
-                applications = match op {
-                    Opcode::Reduce => operand
-                        .first()
-                        .and_then(|&o| r.arr(o))
-                        .map(elements)
-                        .unwrap_or(n),
-                    Opcode::ReduceWindow => {
-                        n * ins
-                            .attrs
-                            .window
-                            .as_ref()
-                            .map(|w| w.dims.iter().map(|d| d.size.max(1) as f64).product())
-                            .unwrap_or(1.0)
-                    }
-                    Opcode::Scatter => operand
-                        .last()
-                        .and_then(|&o| r.arr(o))
-                        .map(elements)
-                        .unwrap_or(n),
-                    _ => n,
-                };
-                if op == Opcode::SelectAndScatter {
-                    if let Some(c) = r.called(id, CallRole::Select) {
-                        add_scaled(&mut ops, computation_ops(r.module, c, 0), 1.0);
-                    }
-                }
-            }
-            Opcode::Sort | Opcode::TopK => {
-                let dims = r.dims(id);
-                let sd = ins
-                    .attrs
-                    .dimensions
-                    .as_ref()
-                    .and_then(|d| d.first())
-                    .and_then(|&d| usize::try_from(d).ok())
-                    .unwrap_or(dims.len().saturating_sub(1));
-                let len = dims.get(sd).copied().unwrap_or(1).max(2) as f64;
-                let stages = len.log2().ceil();
-                let per = stages * (stages + 1.0) / 2.0;
-                let cmp = r
-                    .called(id, CallRole::ToApply)
-                    .map(|c| computation_ops(r.module, c, 0))
-                    .unwrap_or(OpCounts::cheap(1.0));
-                let operands = r.operands(id).len().max(1) as f64;
-                add_scaled(&mut ops, cmp, per);
-                ops.cheap += per * operands; // selects moving the keys/values
-            }
-            Opcode::Fft => {
-                let len = r.dims(id).last().copied().unwrap_or(2).max(2) as f64;
-                ops = OpCounts::cheap(5.0 * len.log2());
-            }
-            Opcode::TriangularSolve | Opcode::Cholesky => {
-                let len = r.dims(id).last().copied().unwrap_or(1).max(1) as f64;
-                ops = OpCounts::cheap(len);
-            }
-            Opcode::CustomCall | Opcode::Gather => ops = OpCounts::cheap(1.0),
-            Opcode::AllReduce | Opcode::AllReduceStart | Opcode::ReduceScatter => {
-                ops = OpCounts::cheap(1.0)
-            }
-            _ => ops = op_class(op),
+            continue;
         }
+        let (ops, amount) = vector_ops(r, id, op);
         if total_ops(&ops) == 0.0 {
             continue;
         }
-        let amount = applications;
         if op.is_transcendental() {
-            transc += amount * total_ops(&ops);
+            w.transcendentals += amount * total_ops(&ops);
         } else {
-            flops += amount * total_ops(&ops);
+            w.flops += amount * total_ops(&ops);
         }
-        if class == HeroClass::Reduction && (id == hero || cone.contains(&id)) {
-            add_scaled(&mut vpu.per_reduction_point, ops, amount / point_elems);
+        if class == HeroClass::Reduction && (id == hero.id || cone.contains(&id)) {
+            add_scaled(&mut w.vpu.per_reduction_point, ops, amount / point_elems);
         } else {
-            add_scaled(&mut vpu.per_output_element, ops, amount / out_elems);
+            add_scaled(&mut w.vpu.per_output_element, ops, amount / out_elems);
         }
     }
+    w
+}
 
-    let desc = KernelDesc {
-        name: name.to_string(),
-        kind,
-        output: out_desc,
-        reduction_dims: red,
-        inputs,
-        kernel_operand,
-        vpu,
-        transcendentals: transc,
-        flops,
-    };
-    let hero_name = r.name(hero);
-    match desc.validate() {
-        Ok(()) => Ok(Some((
-            LoweredKernel {
-                desc,
-                hero: hero_op,
-                hero_name,
-                side_outputs: side,
-                operand_of_input,
-                flattened: false,
-            },
-            hero,
-        ))),
-        Err(_) => {
-            let flat = flatten(&desc);
-            flat.validate().map_err(|source| LowerError::Model {
-                kernel: name.to_string(),
-                source,
-            })?;
-            Ok(Some((
-                LoweredKernel {
-                    desc: flat,
-                    hero: hero_op,
-                    hero_name,
-                    side_outputs: side,
-                    operand_of_input,
-                    flattened: true,
-                },
-                hero,
-            )))
+/// The vector ops of one application of instruction `id` (not a dot or convolution)
+/// and how many times it is applied.
+fn vector_ops(r: &Region, id: InstrId, op: Opcode) -> (OpCounts, f64) {
+    let ins = r.ins(id);
+    let n = r.arr(id).map(elements).unwrap_or(1.0).max(1.0);
+    let mut ops = OpCounts::default();
+    let mut applications = n;
+    match op {
+        Opcode::Reduce
+        | Opcode::ReduceWindow
+        | Opcode::Map
+        | Opcode::Scatter
+        | Opcode::SelectAndScatter => {
+            let callee = r
+                .called(id, CallRole::ToApply)
+                .or_else(|| r.called(id, CallRole::Scatter));
+            if let Some(c) = callee {
+                ops = computation_ops(r.module, c, 0);
+            }
+            let operand = r.operands(id);
+            applications = match op {
+                Opcode::Reduce => operand
+                    .first()
+                    .and_then(|&o| r.arr(o))
+                    .map(elements)
+                    .unwrap_or(n),
+                Opcode::ReduceWindow => {
+                    n * ins
+                        .attrs
+                        .window
+                        .as_ref()
+                        .map(|w| w.dims.iter().map(|d| d.size.max(1) as f64).product())
+                        .unwrap_or(1.0)
+                }
+                Opcode::Scatter => operand
+                    .last()
+                    .and_then(|&o| r.arr(o))
+                    .map(elements)
+                    .unwrap_or(n),
+                _ => n,
+            };
+            if op == Opcode::SelectAndScatter {
+                if let Some(c) = r.called(id, CallRole::Select) {
+                    add_scaled(&mut ops, computation_ops(r.module, c, 0), 1.0);
+                }
+            }
         }
+        Opcode::Sort | Opcode::TopK => {
+            let dims = r.dims(id);
+            let sd = ins
+                .attrs
+                .dimensions
+                .as_ref()
+                .and_then(|d| d.first())
+                .and_then(|&d| usize::try_from(d).ok())
+                .unwrap_or(dims.len().saturating_sub(1));
+            let len = dims.get(sd).copied().unwrap_or(1).max(2) as f64;
+            let stages = len.log2().ceil();
+            let per = stages * (stages + 1.0) / 2.0;
+            let cmp = r
+                .called(id, CallRole::ToApply)
+                .map(|c| computation_ops(r.module, c, 0))
+                .unwrap_or(OpCounts::cheap(1.0));
+            let operands = r.operands(id).len().max(1) as f64;
+            add_scaled(&mut ops, cmp, per);
+            ops.cheap += per * operands; // selects moving the keys/values
+        }
+        Opcode::Fft => {
+            let len = r.dims(id).last().copied().unwrap_or(2).max(2) as f64;
+            ops = OpCounts::cheap(5.0 * len.log2());
+        }
+        Opcode::TriangularSolve | Opcode::Cholesky => {
+            let len = r.dims(id).last().copied().unwrap_or(1).max(1) as f64;
+            ops = OpCounts::cheap(len);
+        }
+        Opcode::CustomCall | Opcode::Gather => ops = OpCounts::cheap(1.0),
+        Opcode::AllReduce | Opcode::AllReduceStart | Opcode::ReduceScatter => {
+            ops = OpCounts::cheap(1.0)
+        }
+        _ => ops = op_class(op),
     }
+    (ops, applications)
+}
+
+/// The description, or its flattened approximation (and true) when the model rejects
+/// it.
+fn validated(desc: KernelDesc, name: &str) -> Result<(KernelDesc, bool), LowerError> {
+    if desc.validate().is_ok() {
+        return Ok((desc, false));
+    }
+    let flat = flatten(&desc);
+    flat.validate().map_err(|source| LowerError::Model {
+        kernel: name.to_string(),
+        source,
+    })?;
+    Ok((flat, true))
 }
 
 /// Instructions in the operand cone of `roots` inside the region.

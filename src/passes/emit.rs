@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::error::CompileError;
 use super::flat::{has_side_effect, numbered, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
-use super::fusion::FusionPlan;
+use super::fusion::{FusionPlan, GroupPlan};
 use super::kernel::{
     BodyAttrs, BodyInstr, BodyNode, BodySpan, CallSite, Kernel, KernelBodies, KernelKind,
     PhysicalShape, SiteRole,
@@ -338,6 +338,16 @@ fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
 /// Work buffers of the emitter, kept between compilations (see `PreparedModule`).
 #[derive(Default)]
 pub(crate) struct EmitScratch {
+    inputs: FusionInputs,
+    /// Nodes live after fusion, and the work list that finds them.
+    live: Vec<bool>,
+    stack: Vec<u32>,
+    nodes: NodeBuffers,
+}
+
+/// What emitting the nodes of a computation reads and writes.
+#[derive(Default)]
+struct NodeBuffers {
     pc: PhysCache,
     shapes: ShapeCache,
     body_nodes: BodyNodes,
@@ -345,15 +355,11 @@ pub(crate) struct EmitScratch {
     /// Kernels (and their bodies in [`EmitMode::Bodies`]) in emission order, taken out
     /// in execution order.
     all: Vec<Option<(Kernel, Option<BodySpan>)>>,
-    /// Inputs of every fusion, concatenated; `input_end[g]` ends fusion g's.
-    inputs: Vec<u32>,
-    input_end: Vec<u32>,
-    mark: Vec<u32>,
-    seen: Vec<u32>,
-    live: Vec<bool>,
-    stack: Vec<u32>,
+    /// Output id of each node (NONE until emitted).
     new_ids: Vec<u32>,
+    /// Per node: emitted already (a further copy gets a fresh name).
     named: Vec<bool>,
+    /// Id of each node in the fused computation being emitted.
     local: Vec<u32>,
     /// `parameter_number = i` attributes of fusion parameters, shared by all of them.
     param_attrs: Vec<SharedAttrs>,
@@ -522,6 +528,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
     }
 
+    /// Emits flat computation `fi` (its fusions first, each as a computation of its
+    /// own) and records its kernels; its id in the output module.
     fn emit_flat(
         &mut self,
         fi: usize,
@@ -529,102 +537,41 @@ impl<'e, 'a> Emitter<'e, 'a> {
         plan: &FusionPlan,
         s: &mut EmitScratch,
     ) -> Result<CompId, CompileError> {
-        let m = self.m;
-        let dry = self.dry;
-        let n = fc.nodes.len();
-        let standalone = |x: u32| plan.standalone.get(x as usize).copied().unwrap_or(true);
-        // Inputs of each fusion: operands of members outside it, in first-use order.
-        let EmitScratch {
-            pc,
-            shapes,
-            body_nodes,
-            remapped,
-            all,
-            inputs,
-            input_end,
-            mark,
-            seen,
-            live,
-            stack,
-            new_ids,
-            named,
-            local,
-            param_attrs,
-            body_sizes: _,
-        } = s;
-        inputs.clear();
-        input_end.clear();
-        refill(mark, n, u32::MAX);
-        refill(seen, n, u32::MAX);
-        for (g, gp) in plan.groups.iter().enumerate() {
-            let g = g as u32;
-            for &x in &gp.members {
-                mark[x as usize] = g;
-            }
-            for &x in &gp.members {
-                for &o in &fc.nodes[x as usize].operands {
-                    if mark[o as usize] != g && seen[o as usize] != g {
-                        seen[o as usize] = g;
-                        inputs.push(o);
-                    }
-                }
-            }
-            input_end.push(inputs.len() as u32);
-        }
+        s.inputs.find(fc, plan);
         if self.bodies {
             let members: usize = plan.groups.iter().map(|g| g.members.len()).sum();
-            self.arena.reserve(inputs.len() + members + 2 * n);
+            self.arena
+                .reserve(s.inputs.inputs.len() + members + 2 * fc.nodes.len());
         }
-        let inputs_of = |g: u32| -> &[u32] {
-            let end = input_end[g as usize] as usize;
-            let start = if g == 0 {
-                0
-            } else {
-                input_end[g as usize - 1] as usize
-            };
-            &inputs[start..end]
-        };
-        // Liveness after fusion.
-        refill(live, n, false);
-        stack.clear();
-        let push = |x: u32, live: &mut Vec<bool>, stack: &mut Vec<u32>| {
-            if !live[x as usize] {
-                live[x as usize] = true;
-                stack.push(x);
-            }
-        };
-        push(fc.root, live, stack);
+        live_after_fusion(self.m, fc, plan, &s.inputs, &mut s.live, &mut s.stack)?;
+        let mut out = self.begin_comp(fi, fc, plan, &s.live, &mut s.nodes);
         for &x in &fc.order {
-            let nd = &fc.nodes[x as usize];
-            if standalone(x)
-                && (nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false))
-            {
-                push(x, live, stack);
-            }
-        }
-        while let Some(x) = stack.pop() {
-            if !standalone(x) {
-                return Err(bad(
-                    m,
-                    format!(
-                        "'{}' is used outside the fusion that absorbed it",
-                        fc.nodes[x as usize].name()
-                    ),
-                ));
+            if !s.live[x as usize] {
+                continue;
             }
             let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
-            if g != NONE {
-                for &i in inputs_of(g) {
-                    push(i, live, stack);
-                }
+            if g == NONE {
+                self.emit_unfused(&mut out, x, &mut s.nodes)?;
             } else {
-                for &o in &fc.nodes[x as usize].operands {
-                    push(o, live, stack);
-                }
+                let gp = &plan.groups[g as usize];
+                self.emit_fusion(&mut out, x, gp, s.inputs.of(g), &mut s.nodes)?;
             }
         }
+        self.finish_comp(out, &s.nodes.new_ids)
+    }
 
-        let orig = m.comp(fc.comp);
+    /// The output computation of flat computation `fi`, empty, with its future id
+    /// (after those of its live fusions); the node buffers reset for it.
+    fn begin_comp<'c>(
+        &self,
+        fi: usize,
+        fc: &'c FComp<'a>,
+        plan: &FusionPlan,
+        live: &[bool],
+        b: &mut NodeBuffers,
+    ) -> CompOut<'c, 'a> {
+        let n = fc.nodes.len();
+        let orig = self.m.comp(fc.comp);
         let live_groups = fc
             .order
             .iter()
@@ -632,8 +579,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 live[x as usize] && plan.group_at.get(x as usize).copied().unwrap_or(NONE) != NONE
             })
             .count();
-        let cid = self.n_comps + live_groups;
-        let mut comp = if dry {
+        let comp = if self.dry {
             None
         } else {
             let mut c = Computation::new(orig.name.clone());
@@ -645,297 +591,379 @@ impl<'e, 'a> Emitter<'e, 'a> {
             c.line = orig.line;
             Some(c)
         };
-        let mut next_id: u32 = 0;
-        refill(new_ids, n, NONE);
-        refill(named, n, false);
-        let mut params: Vec<(i64, u32)> = Vec::with_capacity(fc.params.len());
-        let mut kernels: Vec<(u32, u32)> = Vec::with_capacity(plan.groups.len() + n / 8);
-        refill(local, n, NONE);
-        pc.reset(n);
-        // Control predecessors survive only if they are emitted earlier under their own
-        // name in the same computation (inlining, fusion and renaming can remove them).
-        let has_ctrl = !dry
-            && fc.order.iter().any(|&x| {
-                fc.nodes[x as usize]
-                    .src
-                    .map(|s| !s.attrs.control_predecessors.is_empty())
-                    .unwrap_or(false)
-            });
-        let by_name: std::collections::HashMap<&str, u32> = if has_ctrl {
-            fc.order
-                .iter()
-                .filter(|&&x| fc.nodes[x as usize].name.is_none())
-                .filter_map(|&x| fc.nodes[x as usize].src.map(|s| (s.name.as_str(), x)))
-                .collect()
-        } else {
-            Default::default()
-        };
-        let mut own_name = vec![false; if has_ctrl { n } else { 0 }];
-        let ids = |v: &[u32], map: &[u32]| -> Option<SmallVec<[InstrId; 4]>> {
-            v.iter()
-                .map(|&o| {
-                    Some(map[o as usize])
-                        .filter(|&i| i != NONE)
-                        .map(|i| NodeIndex::new(i as usize))
-                })
-                .collect()
-        };
-        for &x in &fc.order {
-            if !live[x as usize] {
-                continue;
-            }
-            let nd = &fc.nodes[x as usize];
-            let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
-            if g == NONE {
-                let is_kernel = !nd.opcode.emits_no_kernel();
-                let clone_number = self.clone_number(x, named);
-                let name = (!dry || is_kernel).then(|| clone_name(nd.name(), clone_number));
-                let id = next_id;
-                next_id += 1;
-                if nd.opcode == Opcode::Parameter {
-                    params.push((
-                        nd.src.and_then(|s| s.attrs.parameter_number).unwrap_or(-1),
-                        id,
-                    ));
-                }
-                if let Some(c) = comp.as_mut() {
-                    let mut ins = self.instr(
-                        nd,
-                        name.clone().unwrap_or_default(),
-                        shapes.get(fi, x, nd),
-                        remapped,
-                    )?;
-                    if has_ctrl {
-                        own_name[x as usize] = ins.name == nd.name();
-                    }
-                    if has_ctrl && !ins.attrs.control_predecessors.is_empty() {
-                        ins.attrs.control_predecessors.retain(|p| {
-                            by_name
-                                .get(p.as_str())
-                                .map(|&y| new_ids[y as usize] != NONE && own_name[y as usize])
-                                .unwrap_or(false)
-                        });
-                    }
-                    let ops = ids(&nd.operands, new_ids).ok_or_else(|| {
-                        bad(m, format!("operand of '{}' was not emitted", ins.name))
-                    })?;
-                    c.add(ins, &ops);
-                }
-                new_ids[x as usize] = id;
-                if is_kernel {
-                    let name = name.unwrap_or_default();
-                    let parameters = pc.all(fi, fc, &nd.operands);
-                    let body = if self.bodies {
-                        // distinct operands, then the instruction
-                        let start = self.arena.len();
-                        let mut leaves: SmallVec<[u32; 4]> = SmallVec::new();
-                        let mut ops = SmallVec::new();
-                        for &o in &nd.operands {
-                            let pos = leaves.iter().position(|&l| l == o).unwrap_or_else(|| {
-                                let on = &fc.nodes[o as usize];
-                                let node = body_nodes.index(&mut self.nodes, fi, o, on, shapes);
-                                self.arena.push(BodyInstr::of(node, 0, SmallVec::new()));
-                                leaves.push(o);
-                                leaves.len() - 1
-                            });
-                            ops.push(pos as u32);
-                        }
-                        let node = body_nodes.index(&mut self.nodes, fi, x, nd, shapes);
-                        self.arena.push(BodyInstr::of(node, clone_number, ops));
-                        Some(BodySpan {
-                            start: start as u32,
-                            len: leaves.len() as u32 + 1,
-                            root: leaves.len() as u32,
-                            leaves: leaves.len() as u32,
-                            single: true,
-                        })
-                    } else {
-                        None
-                    };
-                    kernels.push((x, all.len() as u32));
-                    all.push(Some((
-                        Kernel {
-                            index: 0,
-                            hero_name: name.clone(),
-                            name,
-                            kind: KernelKind::Unfused,
-                            hero: nd.opcode,
-                            computation: cid,
-                            computation_name: Name::from(orig.name.as_str()),
-                            instruction: id,
-                            fused_computation: None,
-                            hero_operands: parameters.clone(),
-                            parameters,
-                            outputs: pc.get(fi, fc, x).to_vec(),
-                            tile: None,
-                            instruction_count: 1,
-                            call_site: None,
-                        },
-                        body,
-                    )));
-                }
-                continue;
-            }
-            // A fusion.
-            let gp = &plan.groups[g as usize];
-            let ins_g = inputs_of(g);
-            let fname = self.fresh("fused_computation", !dry);
-            let mut f = if dry {
-                None
-            } else if self.bodies {
-                Some(Computation::new(fname))
-            } else {
-                let mut f = Computation::new(fname);
-                let size = gp.members.len() + ins_g.len();
-                f.graph = StableDiGraph::with_capacity(size, size * 2);
-                f.order.reserve(size);
-                f.params.reserve(ins_g.len());
-                Some(f)
-            };
-            let mut fid: u32 = 0;
-            let mut parameters = Vec::with_capacity(ins_g.len());
-            let start = self.arena.len();
-            for (i, &inp) in ins_g.iter().enumerate() {
-                let on = &fc.nodes[inp as usize];
-                parameters.extend_from_slice(pc.get(fi, fc, inp));
-                while param_attrs.len() <= i {
-                    let mut a = SharedAttrs::default();
-                    a.parameter_number = Some(param_attrs.len() as i64);
-                    param_attrs.push(a);
-                }
-                if self.bodies {
-                    self.arena.push(BodyInstr {
-                        node: body_nodes.index(&mut self.nodes, fi, inp, on, shapes),
-                        parameter: i as u32,
-                        clone_number: 0,
-                        operands: SmallVec::new(),
-                    });
-                }
-                let pname = if dry || self.bodies {
-                    self.names.skip();
-                    Name::default()
-                } else {
-                    self.names.fresh_indexed("param_", i as u64)
-                };
-                if let Some(f) = f.as_mut().filter(|_| !self.bodies) {
-                    let mut p = Instruction::new(pname, Opcode::Parameter, shapes.get(fi, inp, on));
-                    p.attrs = param_attrs[i].clone();
-                    let id = f.add(p, &[]);
-                    f.params.push(id);
-                }
-                local[inp as usize] = fid;
-                fid += 1;
-            }
-            let mut hero_name = Name::default();
-            for &x2 in &gp.members {
-                let nd2 = &fc.nodes[x2 as usize];
-                let is_hero = x2 == gp.hero;
-                if self.bodies {
-                    // the name as `name_for` would make it, made only if asked for
-                    let number = self.clone_number(x2, named);
-                    let ops: Option<SmallVec<[u32; 4]>> = nd2
-                        .operands
-                        .iter()
-                        .map(|&o| Some(local[o as usize]).filter(|&l| l != NONE))
-                        .collect();
-                    let ops = ops.ok_or_else(|| {
-                        bad(m, format!("fused operand of '{}' missing", nd2.name()))
-                    })?;
-                    if is_hero {
-                        hero_name = clone_name(nd2.name(), number);
-                    }
-                    let node = body_nodes.index(&mut self.nodes, fi, x2, nd2, shapes);
-                    self.arena.push(BodyInstr::of(node, number, ops));
-                    local[x2 as usize] = fid;
-                    fid += 1;
-                    continue;
-                }
-                let name = self.name_for(nd2, x2, named, !dry || is_hero);
-                if is_hero {
-                    hero_name = name.clone().unwrap_or_default();
-                }
-                if let Some(f) = f.as_mut() {
-                    let mut ins = self.instr(
-                        nd2,
-                        name.unwrap_or_default(),
-                        shapes.get(fi, x2, nd2),
-                        remapped,
-                    )?;
-                    if !ins.attrs.control_predecessors.is_empty() {
-                        ins.attrs.control_predecessors.clear();
-                    }
-                    let ops = ids(&nd2.operands, local).ok_or_else(|| {
-                        bad(m, format!("fused operand of '{}' missing", ins.name))
-                    })?;
-                    f.add(ins, &ops);
-                }
-                local[x2 as usize] = fid;
-                fid += 1;
-            }
-            let root_local = local[gp.root as usize];
-            for &x2 in gp.members.iter().chain(ins_g) {
-                local[x2 as usize] = NONE;
-            }
-            if let Some(f) = f.as_mut().filter(|_| !self.bodies) {
-                f.root = NodeIndex::new(root_local as usize);
-            }
-            let fcid = self.insert(f)?;
-            if dry || self.bodies {
-                self.instructions += fid as usize;
-            }
-            let fu_name = self.names.fresh("fusion");
-            let id = next_id;
-            next_id += 1;
-            if let Some(c) = comp.as_mut() {
-                let root_shape = shapes.get(fi, gp.root, &fc.nodes[gp.root as usize]);
-                let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
-                fu.attrs.fusion_kind = Some(gp.kind);
-                fu.attrs.called.push((CallRole::Calls, fcid));
-                if let Some(md) = fc.nodes[gp.hero as usize]
-                    .src
-                    .and_then(|s| s.attrs.metadata.clone())
-                {
-                    fu.attrs.metadata = Some(md);
-                }
-                let ops = ids(ins_g, new_ids).ok_or_else(|| {
-                    bad(
-                        m,
-                        format!("an operand of fusion '{fu_name}' was not emitted"),
-                    )
-                })?;
-                c.add(fu, &ops);
-            }
-            new_ids[x as usize] = id;
-            let hero = &fc.nodes[gp.hero as usize];
-            let body = self.bodies.then(|| BodySpan {
-                start: start as u32,
-                len: (self.arena.len() - start) as u32,
-                root: root_local,
-                leaves: ins_g.len() as u32,
-                single: false,
-            });
-            kernels.push((x, all.len() as u32));
-            all.push(Some((
-                Kernel {
-                    index: 0,
-                    name: fu_name,
-                    kind: KernelKind::from_fusion(gp.kind),
-                    hero: hero.opcode,
-                    hero_name,
-                    computation: cid,
-                    computation_name: Name::from(orig.name.as_str()),
-                    instruction: id,
-                    fused_computation: Some(fcid),
-                    parameters,
-                    outputs: pc.get(fi, fc, gp.root).to_vec(),
-                    hero_operands: pc.all(fi, fc, &hero.operands),
-                    tile: None,
-                    instruction_count: gp.members.len(),
-                    call_site: None,
-                },
-                body,
-            )));
+        refill(&mut b.new_ids, n, NONE);
+        refill(&mut b.named, n, false);
+        refill(&mut b.local, n, NONE);
+        b.pc.reset(n);
+        CompOut {
+            fi,
+            fc,
+            orig,
+            cid: self.n_comps + live_groups,
+            comp,
+            next_id: 0,
+            params: Vec::with_capacity(fc.params.len()),
+            kernels: Vec::with_capacity(plan.groups.len() + n / 8),
+            ctrl: ControlPreds::of(fc, self.dry),
         }
+    }
+
+    /// Emits node `x`, outside any fusion, and its kernel unless it makes none.
+    fn emit_unfused(
+        &mut self,
+        out: &mut CompOut<'_, 'a>,
+        x: u32,
+        b: &mut NodeBuffers,
+    ) -> Result<(), CompileError> {
+        let (fi, fc) = (out.fi, out.fc);
+        let nd = &fc.nodes[x as usize];
+        let is_kernel = !nd.opcode.emits_no_kernel();
+        let clone_number = self.clone_number(x, &mut b.named);
+        let name = (!self.dry || is_kernel).then(|| clone_name(nd.name(), clone_number));
+        let id = out.next_id;
+        out.next_id += 1;
+        if nd.opcode == Opcode::Parameter {
+            out.params.push((
+                nd.src.and_then(|s| s.attrs.parameter_number).unwrap_or(-1),
+                id,
+            ));
+        }
+        if out.comp.is_some() {
+            self.add_unfused(out, x, name.clone().unwrap_or_default(), b)?;
+        }
+        b.new_ids[x as usize] = id;
+        if !is_kernel {
+            return Ok(());
+        }
+        let name = name.unwrap_or_default();
+        let parameters = b.pc.all(fi, fc, &nd.operands);
+        let body = self
+            .bodies
+            .then(|| self.unfused_body(fi, fc, x, clone_number, b));
+        out.kernels.push((x, b.all.len() as u32));
+        b.all.push(Some((
+            Kernel {
+                index: 0,
+                hero_name: name.clone(),
+                name,
+                kind: KernelKind::Unfused,
+                hero: nd.opcode,
+                computation: out.cid,
+                computation_name: Name::from(out.orig.name.as_str()),
+                instruction: id,
+                fused_computation: None,
+                hero_operands: parameters.clone(),
+                parameters,
+                outputs: b.pc.get(fi, fc, x).to_vec(),
+                tile: None,
+                instruction_count: 1,
+                call_site: None,
+            },
+            body,
+        )));
+        Ok(())
+    }
+
+    /// Adds unfused node `x` to the output computation (none in dry mode), keeping the
+    /// control predecessors that survive.
+    fn add_unfused(
+        &self,
+        out: &mut CompOut<'_, 'a>,
+        x: u32,
+        name: Name,
+        b: &mut NodeBuffers,
+    ) -> Result<(), CompileError> {
+        let Some(c) = out.comp.as_mut() else {
+            return Ok(());
+        };
+        let nd = &out.fc.nodes[x as usize];
+        let mut ins = self.instr(nd, name, b.shapes.get(out.fi, x, nd), &mut b.remapped)?;
+        let ctrl = &mut out.ctrl;
+        if ctrl.any {
+            ctrl.own_name[x as usize] = ins.name == nd.name();
+        }
+        if ctrl.any && !ins.attrs.control_predecessors.is_empty() {
+            ins.attrs
+                .control_predecessors
+                .retain(|p| ctrl.keeps(p, &b.new_ids));
+        }
+        let ops = emitted_ids(&nd.operands, &b.new_ids)
+            .ok_or_else(|| bad(self.m, format!("operand of '{}' was not emitted", ins.name)))?;
+        c.add(ins, &ops);
+        Ok(())
+    }
+
+    /// The body of an unfused kernel: its distinct operands, then the instruction.
+    fn unfused_body(
+        &mut self,
+        fi: usize,
+        fc: &FComp<'a>,
+        x: u32,
+        clone_number: u64,
+        b: &mut NodeBuffers,
+    ) -> BodySpan {
+        let nd = &fc.nodes[x as usize];
+        let start = self.arena.len();
+        let mut leaves: SmallVec<[u32; 4]> = SmallVec::new();
+        let mut ops = SmallVec::new();
+        for &o in &nd.operands {
+            let pos = leaves.iter().position(|&l| l == o).unwrap_or_else(|| {
+                let on = &fc.nodes[o as usize];
+                let node = b
+                    .body_nodes
+                    .index(&mut self.nodes, fi, o, on, &mut b.shapes);
+                self.arena.push(BodyInstr::of(node, 0, SmallVec::new()));
+                leaves.push(o);
+                leaves.len() - 1
+            });
+            ops.push(pos as u32);
+        }
+        let node = b
+            .body_nodes
+            .index(&mut self.nodes, fi, x, nd, &mut b.shapes);
+        self.arena.push(BodyInstr::of(node, clone_number, ops));
+        BodySpan {
+            start: start as u32,
+            len: leaves.len() as u32 + 1,
+            root: leaves.len() as u32,
+            leaves: leaves.len() as u32,
+            single: true,
+        }
+    }
+
+    /// Emits fusion `gp` (rooted at node `x`, reading `inputs`): its computation, the
+    /// fusion instruction, its kernel.
+    fn emit_fusion(
+        &mut self,
+        out: &mut CompOut<'_, 'a>,
+        x: u32,
+        gp: &GroupPlan,
+        inputs: &[u32],
+        b: &mut NodeBuffers,
+    ) -> Result<(), CompileError> {
+        let (fi, fc) = (out.fi, out.fc);
+        let mut f = self.begin_fused(gp, inputs);
+        let parameters = self.fused_parameters(out, inputs, &mut f, b);
+        let hero_name = self.fused_members(out, gp, &mut f, b)?;
+        let root_local = b.local[gp.root as usize];
+        for &x2 in gp.members.iter().chain(inputs) {
+            b.local[x2 as usize] = NONE;
+        }
+        let FusedOut {
+            mut comp,
+            len,
+            start,
+        } = f;
+        if let Some(f) = comp.as_mut().filter(|_| !self.bodies) {
+            f.root = NodeIndex::new(root_local as usize);
+        }
+        let fcid = self.insert(comp)?;
+        if self.dry || self.bodies {
+            self.instructions += len as usize;
+        }
+        let fu_name = self.names.fresh("fusion");
+        let id = out.next_id;
+        out.next_id += 1;
+        if let Some(c) = out.comp.as_mut() {
+            let root_shape = b.shapes.get(fi, gp.root, &fc.nodes[gp.root as usize]);
+            let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
+            fu.attrs.fusion_kind = Some(gp.kind);
+            fu.attrs.called.push((CallRole::Calls, fcid));
+            if let Some(md) = fc.nodes[gp.hero as usize]
+                .src
+                .and_then(|s| s.attrs.metadata.clone())
+            {
+                fu.attrs.metadata = Some(md);
+            }
+            let ops = emitted_ids(inputs, &b.new_ids).ok_or_else(|| {
+                bad(
+                    self.m,
+                    format!("an operand of fusion '{fu_name}' was not emitted"),
+                )
+            })?;
+            c.add(fu, &ops);
+        }
+        b.new_ids[x as usize] = id;
+        let hero = &fc.nodes[gp.hero as usize];
+        let body = self.bodies.then(|| BodySpan {
+            start: start as u32,
+            len: (self.arena.len() - start) as u32,
+            root: root_local,
+            leaves: inputs.len() as u32,
+            single: false,
+        });
+        out.kernels.push((x, b.all.len() as u32));
+        b.all.push(Some((
+            Kernel {
+                index: 0,
+                name: fu_name,
+                kind: KernelKind::from_fusion(gp.kind),
+                hero: hero.opcode,
+                hero_name,
+                computation: out.cid,
+                computation_name: Name::from(out.orig.name.as_str()),
+                instruction: id,
+                fused_computation: Some(fcid),
+                parameters,
+                outputs: b.pc.get(fi, fc, gp.root).to_vec(),
+                hero_operands: b.pc.all(fi, fc, &hero.operands),
+                tile: None,
+                instruction_count: gp.members.len(),
+                call_site: None,
+            },
+            body,
+        )));
+        Ok(())
+    }
+
+    /// The fused computation of `gp`, empty (none in dry mode; an empty placeholder when
+    /// listing bodies).
+    fn begin_fused(&mut self, gp: &GroupPlan, inputs: &[u32]) -> FusedOut {
+        let fname = self.fresh("fused_computation", !self.dry);
+        let comp = if self.dry {
+            None
+        } else if self.bodies {
+            Some(Computation::new(fname))
+        } else {
+            let mut f = Computation::new(fname);
+            let size = gp.members.len() + inputs.len();
+            f.graph = StableDiGraph::with_capacity(size, size * 2);
+            f.order.reserve(size);
+            f.params.reserve(inputs.len());
+            Some(f)
+        };
+        FusedOut {
+            comp,
+            len: 0,
+            start: self.arena.len(),
+        }
+    }
+
+    /// One parameter of the fused computation per input; the inputs' physical shapes.
+    fn fused_parameters(
+        &mut self,
+        out: &CompOut<'_, 'a>,
+        inputs: &[u32],
+        f: &mut FusedOut,
+        b: &mut NodeBuffers,
+    ) -> Vec<Arc<PhysicalShape>> {
+        let (fi, fc) = (out.fi, out.fc);
+        let mut parameters = Vec::with_capacity(inputs.len());
+        for (i, &inp) in inputs.iter().enumerate() {
+            let on = &fc.nodes[inp as usize];
+            parameters.extend_from_slice(b.pc.get(fi, fc, inp));
+            while b.param_attrs.len() <= i {
+                let mut a = SharedAttrs::default();
+                a.parameter_number = Some(b.param_attrs.len() as i64);
+                b.param_attrs.push(a);
+            }
+            if self.bodies {
+                self.arena.push(BodyInstr {
+                    node: b
+                        .body_nodes
+                        .index(&mut self.nodes, fi, inp, on, &mut b.shapes),
+                    parameter: i as u32,
+                    clone_number: 0,
+                    operands: SmallVec::new(),
+                });
+            }
+            let pname = if self.dry || self.bodies {
+                self.names.skip();
+                Name::default()
+            } else {
+                self.names.fresh_indexed("param_", i as u64)
+            };
+            if let Some(fcomp) = f.comp.as_mut().filter(|_| !self.bodies) {
+                let mut p = Instruction::new(pname, Opcode::Parameter, b.shapes.get(fi, inp, on));
+                p.attrs = b.param_attrs[i].clone();
+                let id = fcomp.add(p, &[]);
+                fcomp.params.push(id);
+            }
+            b.local[inp as usize] = f.len;
+            f.len += 1;
+        }
+        parameters
+    }
+
+    /// The members of fusion `gp`, in order, into its computation (or its body); the
+    /// hero's name.
+    fn fused_members(
+        &mut self,
+        out: &CompOut<'_, 'a>,
+        gp: &GroupPlan,
+        f: &mut FusedOut,
+        b: &mut NodeBuffers,
+    ) -> Result<Name, CompileError> {
+        let (fi, fc) = (out.fi, out.fc);
+        let m = self.m;
+        let mut hero_name = Name::default();
+        for &x2 in &gp.members {
+            let nd2 = &fc.nodes[x2 as usize];
+            let is_hero = x2 == gp.hero;
+            if self.bodies {
+                // the name as `name_for` would make it, made only if asked for
+                let number = self.clone_number(x2, &mut b.named);
+                let ops: Option<SmallVec<[u32; 4]>> = nd2
+                    .operands
+                    .iter()
+                    .map(|&o| Some(b.local[o as usize]).filter(|&l| l != NONE))
+                    .collect();
+                let ops = ops
+                    .ok_or_else(|| bad(m, format!("fused operand of '{}' missing", nd2.name())))?;
+                if is_hero {
+                    hero_name = clone_name(nd2.name(), number);
+                }
+                let node = b
+                    .body_nodes
+                    .index(&mut self.nodes, fi, x2, nd2, &mut b.shapes);
+                self.arena.push(BodyInstr::of(node, number, ops));
+                b.local[x2 as usize] = f.len;
+                f.len += 1;
+                continue;
+            }
+            let name = self.name_for(nd2, x2, &mut b.named, !self.dry || is_hero);
+            if is_hero {
+                hero_name = name.clone().unwrap_or_default();
+            }
+            if let Some(fcomp) = f.comp.as_mut() {
+                let mut ins = self.instr(
+                    nd2,
+                    name.unwrap_or_default(),
+                    b.shapes.get(fi, x2, nd2),
+                    &mut b.remapped,
+                )?;
+                if !ins.attrs.control_predecessors.is_empty() {
+                    ins.attrs.control_predecessors.clear();
+                }
+                let ops = emitted_ids(&nd2.operands, &b.local)
+                    .ok_or_else(|| bad(m, format!("fused operand of '{}' missing", ins.name)))?;
+                fcomp.add(ins, &ops);
+            }
+            b.local[x2 as usize] = f.len;
+            f.len += 1;
+        }
+        Ok(hero_name)
+    }
+
+    /// Checks and closes the output computation (root, parameters numbered 0..n),
+    /// inserts it under the id [`Self::begin_comp`] gave it, and records its kernels.
+    fn finish_comp(
+        &mut self,
+        out: CompOut<'_, 'a>,
+        new_ids: &[u32],
+    ) -> Result<CompId, CompileError> {
+        let m = self.m;
+        let CompOut {
+            fi,
+            fc,
+            orig,
+            cid,
+            mut comp,
+            next_id,
+            mut params,
+            kernels,
+            ..
+        } = out;
         if new_ids.get(fc.root as usize).copied().unwrap_or(NONE) == NONE {
             return Err(bad(m, format!("root of '{}' not emitted", orig.name)));
         }
@@ -955,7 +983,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 .map(|&(_, id)| NodeIndex::new(id as usize))
                 .collect();
         }
-        if dry {
+        if self.dry {
             self.instructions += next_id as usize;
         }
         let got = self.insert(comp)?;
@@ -964,6 +992,197 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
         self.kernels[fi] = kernels;
         Ok(cid)
+    }
+}
+
+/// The output computation of one flat computation, while it is emitted.
+struct CompOut<'c, 'a> {
+    fi: usize,
+    fc: &'c FComp<'a>,
+    /// The input computation.
+    orig: &'a Computation,
+    /// Its id in the output module.
+    cid: CompId,
+    /// None in dry mode.
+    comp: Option<Computation>,
+    /// Instructions emitted so far (= next id).
+    next_id: u32,
+    /// (parameter number, id) of its parameters.
+    params: Vec<(i64, u32)>,
+    /// (flat node, index in `NodeBuffers::all`) of its kernels, in emission order.
+    kernels: Vec<(u32, u32)>,
+    ctrl: ControlPreds<'a>,
+}
+
+/// A fused computation, while it is emitted.
+struct FusedOut {
+    /// None in dry mode; an empty placeholder when listing bodies.
+    comp: Option<Computation>,
+    /// Instructions so far (= next local id).
+    len: u32,
+    /// Where its body starts in the arena.
+    start: usize,
+}
+
+/// Control predecessors survive only if they are emitted earlier under their own name
+/// in the same computation (inlining, fusion and renaming can remove them).
+struct ControlPreds<'a> {
+    /// Some instruction of the computation has control predecessors (never in dry mode).
+    any: bool,
+    /// Nodes by input name, of those that keep it.
+    by_name: std::collections::HashMap<&'a str, u32>,
+    /// Per node: emitted under its own name.
+    own_name: Vec<bool>,
+}
+
+impl<'a> ControlPreds<'a> {
+    fn of(fc: &FComp<'a>, dry: bool) -> Self {
+        let any = !dry
+            && fc.order.iter().any(|&x| {
+                fc.nodes[x as usize]
+                    .src
+                    .map(|s| !s.attrs.control_predecessors.is_empty())
+                    .unwrap_or(false)
+            });
+        let by_name = if any {
+            fc.order
+                .iter()
+                .filter(|&&x| fc.nodes[x as usize].name.is_none())
+                .filter_map(|&x| fc.nodes[x as usize].src.map(|s| (s.name.as_str(), x)))
+                .collect()
+        } else {
+            Default::default()
+        };
+        ControlPreds {
+            any,
+            by_name,
+            own_name: vec![false; if any { fc.nodes.len() } else { 0 }],
+        }
+    }
+
+    /// Whether control predecessor `p` is kept: emitted already under its own name.
+    fn keeps(&self, p: &str, new_ids: &[u32]) -> bool {
+        self.by_name
+            .get(p)
+            .map(|&y| new_ids[y as usize] != NONE && self.own_name[y as usize])
+            .unwrap_or(false)
+    }
+}
+
+/// The output ids of nodes `v` (by `map`); None if one is not emitted.
+fn emitted_ids(v: &[u32], map: &[u32]) -> Option<SmallVec<[InstrId; 4]>> {
+    v.iter()
+        .map(|&o| {
+            Some(map[o as usize])
+                .filter(|&i| i != NONE)
+                .map(|i| NodeIndex::new(i as usize))
+        })
+        .collect()
+}
+
+/// Marks in `live` the nodes live after fusion: from the root, parameters and side
+/// effects through operands (a fusion's inputs for its root). A live node absorbed by
+/// a fusion is an error.
+fn live_after_fusion(
+    m: &Module,
+    fc: &FComp<'_>,
+    plan: &FusionPlan,
+    inputs: &FusionInputs,
+    live: &mut Vec<bool>,
+    stack: &mut Vec<u32>,
+) -> Result<(), CompileError> {
+    let standalone = |x: u32| plan.standalone.get(x as usize).copied().unwrap_or(true);
+    refill(live, fc.nodes.len(), false);
+    stack.clear();
+    let push = |x: u32, live: &mut Vec<bool>, stack: &mut Vec<u32>| {
+        if !live[x as usize] {
+            live[x as usize] = true;
+            stack.push(x);
+        }
+    };
+    push(fc.root, live, stack);
+    for &x in &fc.order {
+        let nd = &fc.nodes[x as usize];
+        if standalone(x)
+            && (nd.opcode == Opcode::Parameter || nd.src.map(has_side_effect).unwrap_or(false))
+        {
+            push(x, live, stack);
+        }
+    }
+    while let Some(x) = stack.pop() {
+        if !standalone(x) {
+            return Err(bad(
+                m,
+                format!(
+                    "'{}' is used outside the fusion that absorbed it",
+                    fc.nodes[x as usize].name()
+                ),
+            ));
+        }
+        let g = plan.group_at.get(x as usize).copied().unwrap_or(NONE);
+        if g != NONE {
+            for &i in inputs.of(g) {
+                push(i, live, stack);
+            }
+        } else {
+            for &o in &fc.nodes[x as usize].operands {
+                push(o, live, stack);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inputs of each fusion of a computation: operands of members outside it, in
+/// first-use order.
+#[derive(Default)]
+struct FusionInputs {
+    /// Inputs of every fusion, concatenated; `end[g]` ends fusion g's.
+    inputs: Vec<u32>,
+    end: Vec<u32>,
+    mark: Vec<u32>,
+    seen: Vec<u32>,
+}
+
+impl FusionInputs {
+    fn find(&mut self, fc: &FComp<'_>, plan: &FusionPlan) {
+        let n = fc.nodes.len();
+        let FusionInputs {
+            inputs,
+            end,
+            mark,
+            seen,
+        } = self;
+        inputs.clear();
+        end.clear();
+        refill(mark, n, u32::MAX);
+        refill(seen, n, u32::MAX);
+        for (g, gp) in plan.groups.iter().enumerate() {
+            let g = g as u32;
+            for &x in &gp.members {
+                mark[x as usize] = g;
+            }
+            for &x in &gp.members {
+                for &o in &fc.nodes[x as usize].operands {
+                    if mark[o as usize] != g && seen[o as usize] != g {
+                        seen[o as usize] = g;
+                        inputs.push(o);
+                    }
+                }
+            }
+            end.push(inputs.len() as u32);
+        }
+    }
+
+    /// The inputs of fusion `g`.
+    fn of(&self, g: u32) -> &[u32] {
+        let end = self.end[g as usize] as usize;
+        let start = if g == 0 {
+            0
+        } else {
+            self.end[g as usize - 1] as usize
+        };
+        &self.inputs[start..end]
     }
 }
 
@@ -976,20 +1195,26 @@ pub(crate) fn emit<'a>(
     scratch: &mut EmitScratch,
 ) -> Result<Emitted<'a>, CompileError> {
     let m = flat.module;
-    scratch.all.clear();
+    scratch.nodes.all.clear();
     let nflat = flat.comps.len();
     let dry = matches!(mode, EmitMode::Dry | EmitMode::Bodies);
     let bodies = matches!(mode, EmitMode::Bodies | EmitMode::Skeleton);
     if bodies {
-        scratch.body_nodes.reset(flat);
+        scratch.nodes.body_nodes.reset(flat);
     }
+    // the body lists leave with the bodies: sized as the last compilation's
+    let hint = if bodies {
+        scratch.nodes.body_sizes
+    } else {
+        (0, 0)
+    };
     let mut e = Emitter {
         m,
         names: &mut flat.names,
         dry,
         bodies,
-        arena: Vec::with_capacity(if bodies { scratch.body_sizes.0 } else { 0 }),
-        nodes: Vec::with_capacity(if bodies { scratch.body_sizes.1 } else { 0 }),
+        arena: Vec::with_capacity(hint.0),
+        nodes: Vec::with_capacity(hint.1),
         new_id: vec![None; m.computations.len()],
         comps: IndexMap::with_capacity(if dry {
             0
@@ -1073,19 +1298,19 @@ pub(crate) fn emit<'a>(
             fe,
             None,
             &mut kernels,
-            &mut scratch.all,
+            &mut scratch.nodes.all,
             &mut visited,
             &mut out,
             0,
         );
     }
     if bodies {
-        scratch.body_sizes = (arena.len(), nodes.len());
+        scratch.nodes.body_sizes = (arena.len(), nodes.len());
     }
     let mut bodies = KernelBodies {
         instrs: arena,
         nodes,
-        parameter_attrs: scratch.param_attrs.clone(),
+        parameter_attrs: scratch.nodes.param_attrs.clone(),
         spans: Vec::with_capacity(if bodies { out.len() } else { 0 }),
     };
     let kernels = out

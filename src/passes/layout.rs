@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use super::config::ResolvedConfig;
 use super::flat::{FComp, FNode, Flat, FxBuild, Namer, NONE};
 use super::tiling::{self, row_major};
-use crate::ir::{ArrayShape, CallRole, CompId, Dims, Opcode, Shape};
+use crate::ir::{ArrayShape, CallRole, CompId, Dims, Module, Opcode, Shape};
 
 /// Leaf layouts of one value.
 pub(crate) type Leaves = SmallVec<[Dims; 1]>;
@@ -755,89 +755,132 @@ fn solve_comp(
     scratch: &mut LayoutScratch,
 ) -> (CompLayouts, LayoutStats) {
     let m = flat.module;
-    let fc = &flat.comps[fi];
-    let param0 = fc.params.first().copied().unwrap_or(NONE);
-    let mut base = std::mem::take(&mut scratch.base);
-    let mut ranks = std::mem::take(&mut scratch.ranks);
-    let mut lay = std::mem::take(&mut scratch.lay);
-    base.clear();
-    ranks.clear();
-    for n in &fc.nodes {
-        base.push(ranks.len() as u32);
-        if n.info.array {
-            ranks.push(n.info.rank as u8);
-        } else {
-            ranks.extend(leaf_shapes(&n.shape).iter().map(|a| a.rank() as u8));
-        }
-    }
-    base.push(ranks.len() as u32);
-    lay.clear();
-    lay.resize(ranks.len(), None);
-    let mut stack = std::mem::take(&mut scratch.stack);
-    stack.clear();
-    let mut s = Solver {
-        fc,
-        base,
-        ranks,
-        lay,
-        reqs: HashMap::default(),
-        root_req: None,
-        stack,
-        body_link: matches!(role, Role::Body) && param0 != NONE,
-        param0,
-    };
-    let order = fc.order.clone();
+    let mut s = Solver::new(&flat.comps[fi], role, scratch);
+    // 1. Buffers whose layout is fixed, all seeded before any propagation.
+    s.seed_parameters(m, role);
+    s.seed_fixed_results(boundary);
+    s.seed_configured_outputs(cfg);
+    s.seed_root(m, role);
+    s.drain();
+    // 2. Configured operand layouts: requirements of the use, propagated to the operand.
+    s.require_configured_operands(cfg);
+    // 3. Uses that need a layout.
+    s.require_by_uses(boundary);
+    // 4. TPU preferences for convolution and dot.
+    s.prefer_mxu_layouts(cfg);
+    // 5. Row-major for the rest, in program order.
+    s.row_major_rest();
+    s.require_body_result(role);
 
-    // 1. Buffers whose layout is fixed, all seeded before any propagation: entry and
-    //    condition parameters, results of while/conditional/fusion/default-layout ops,
-    //    configured outputs, then the required result of the computation.
-    match role {
-        Role::Entry => {
-            let given = m.attrs.entry_computation_layout.as_ref();
-            for (k, &p) in fc.params.iter().enumerate() {
-                if p == NONE {
-                    continue;
-                }
-                let shape = &fc.nodes[p as usize].shape;
-                let leaves = match given.and_then(|(ps, _)| ps.get(k)) {
-                    Some(g) if g.compatible(shape) => written_leaves(g),
-                    _ => default_leaves(shape),
-                };
-                s.set_all(p, &leaves);
+    let solved = s.finish();
+    let fc = &mut flat.comps[fi];
+    let (reqs, root_req) = solved.store(fc, scratch);
+    share_tuple_layouts(fc);
+    let mut stats = LayoutStats::default();
+    insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
+    to_bitcasts(fc, &mut stats);
+    (comp_layouts(fc), stats)
+}
+
+impl<'s, 'a> Solver<'s, 'a> {
+    /// A solver for `fc` with no layout set, its buffers taken from `scratch`.
+    fn new(fc: &'s FComp<'a>, role: &Role, scratch: &mut LayoutScratch) -> Self {
+        let param0 = fc.params.first().copied().unwrap_or(NONE);
+        let mut base = std::mem::take(&mut scratch.base);
+        let mut ranks = std::mem::take(&mut scratch.ranks);
+        let mut lay = std::mem::take(&mut scratch.lay);
+        base.clear();
+        ranks.clear();
+        for n in &fc.nodes {
+            base.push(ranks.len() as u32);
+            if n.info.array {
+                ranks.push(n.info.rank as u8);
+            } else {
+                ranks.extend(leaf_shapes(&n.shape).iter().map(|a| a.rank() as u8));
             }
         }
-        Role::Cond(l) if param0 != NONE => s.set_all(param0, l),
-        _ => {}
+        base.push(ranks.len() as u32);
+        lay.clear();
+        lay.resize(ranks.len(), None);
+        let mut stack = std::mem::take(&mut scratch.stack);
+        stack.clear();
+        Solver {
+            fc,
+            base,
+            ranks,
+            lay,
+            reqs: HashMap::default(),
+            root_req: None,
+            stack,
+            body_link: matches!(role, Role::Body) && param0 != NONE,
+            param0,
+        }
     }
-    for &x in &order {
-        let n = s.node(x);
-        match n.opcode {
-            Opcode::While => {
-                if let Some(b) = n
-                    .src
-                    .and_then(|s| s.attrs.called_with(CallRole::Body))
-                    .and_then(boundary)
-                {
-                    if let Some(p) = b.params.first() {
-                        s.set_all(x, p);
+
+    /// Entry parameters (the module's entry computation layout, else the default) and
+    /// the parameter of a while condition (the body's parameter layout).
+    fn seed_parameters(&mut self, m: &Module, role: &Role) {
+        let fc = self.fc;
+        match role {
+            Role::Entry => {
+                let given = m.attrs.entry_computation_layout.as_ref();
+                for (k, &p) in fc.params.iter().enumerate() {
+                    if p == NONE {
+                        continue;
                     }
+                    let shape = &fc.nodes[p as usize].shape;
+                    let leaves = match given.and_then(|(ps, _)| ps.get(k)) {
+                        Some(g) if g.compatible(shape) => written_leaves(g),
+                        _ => default_leaves(shape),
+                    };
+                    self.set_all(p, &leaves);
                 }
             }
-            Opcode::Conditional | Opcode::Fusion => {
-                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
-                    s.set_all(x, &b.root);
-                }
-            }
-            op if class(op) == Class::DefaultLayout => {
-                let l = default_leaves(&n.shape);
-                s.set_all(x, &l);
-            }
+            Role::Cond(l) if self.param0 != NONE => self.set_all(self.param0, l),
             _ => {}
         }
     }
-    if !cfg.layouts.is_empty() {
-        for &x in &order {
-            let n = s.node(x);
+
+    /// Results of while / conditional / fusion (their callees' boundary layouts) and of
+    /// default-layout ops.
+    fn seed_fixed_results(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
+        let fc = self.fc;
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
+            match n.opcode {
+                Opcode::While => {
+                    if let Some(b) = n
+                        .src
+                        .and_then(|s| s.attrs.called_with(CallRole::Body))
+                        .and_then(boundary)
+                    {
+                        if let Some(p) = b.params.first() {
+                            self.set_all(x, p);
+                        }
+                    }
+                }
+                Opcode::Conditional | Opcode::Fusion => {
+                    if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
+                        self.set_all(x, &b.root);
+                    }
+                }
+                op if class(op) == Class::DefaultLayout => {
+                    let l = default_leaves(&n.shape);
+                    self.set_all(x, &l);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Output layouts of the configuration.
+    fn seed_configured_outputs(&mut self, cfg: &ResolvedConfig) {
+        if cfg.layouts.is_empty() {
+            return;
+        }
+        let fc = self.fc;
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
             if n.origin == NONE {
                 continue;
             }
@@ -845,33 +888,42 @@ fn solve_comp(
                 .layout(n.origin as usize)
                 .and_then(|nl| nl.output.as_ref())
             {
-                s.set(x, 0, o);
+                self.set(x, 0, o);
             }
         }
     }
-    match role {
-        Role::Entry => {
-            let root = fc.root;
-            if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
-                if r.compatible(&fc.nodes[root as usize].shape) {
-                    let l = written_leaves(r);
-                    s.set_all(root, &l);
-                    s.root_req = Some(l);
+
+    /// The required result of the computation: the entry's result layout, branch 0's
+    /// root for the other branches of a conditional.
+    fn seed_root(&mut self, m: &Module, role: &Role) {
+        let fc = self.fc;
+        match role {
+            Role::Entry => {
+                let root = fc.root;
+                if let Some((_, r)) = m.attrs.entry_computation_layout.as_ref() {
+                    if r.compatible(&fc.nodes[root as usize].shape) {
+                        let l = written_leaves(r);
+                        self.set_all(root, &l);
+                        self.root_req = Some(l);
+                    }
                 }
             }
+            Role::Branch(Some(l)) => {
+                self.set_all(fc.root, l);
+                self.root_req = Some(l.clone());
+            }
+            _ => {}
         }
-        Role::Branch(Some(l)) => {
-            s.set_all(fc.root, l);
-            s.root_req = Some(l.clone());
-        }
-        _ => {}
     }
-    s.drain();
 
-    // 2. Configured operand layouts: requirements of the use, propagated to the operand.
-    if !cfg.layouts.is_empty() {
-        for &x in &order {
-            let n = s.node(x);
+    /// Input and kernel layouts of the configuration, required of the operands.
+    fn require_configured_operands(&mut self, cfg: &ResolvedConfig) {
+        if cfg.layouts.is_empty() {
+            return;
+        }
+        let fc = self.fc;
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
             if n.origin == NONE {
                 continue;
             }
@@ -880,169 +932,223 @@ fn solve_comp(
             };
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
                 if let Some(l) = l {
-                    s.require(x, slot, SmallVec::from_elem(l.clone(), 1));
+                    self.require(x, slot, SmallVec::from_elem(l.clone(), 1));
                 }
             }
         }
     }
 
-    // 3. Uses that need a layout.
-    for &x in &order {
-        let n = s.node(x);
-        match n.opcode {
-            Opcode::While => {
-                if let Some(b) = n
-                    .src
-                    .and_then(|s| s.attrs.called_with(CallRole::Body))
-                    .and_then(boundary)
-                {
-                    if let Some(p) = b.params.first() {
-                        s.require(x, 0, p.clone());
+    /// Operands of while / conditional / fusion (their callees' parameter layouts) and
+    /// of default-layout ops.
+    fn require_by_uses(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
+        let fc = self.fc;
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
+            match n.opcode {
+                Opcode::While => {
+                    if let Some(b) = n
+                        .src
+                        .and_then(|s| s.attrs.called_with(CallRole::Body))
+                        .and_then(boundary)
+                    {
+                        if let Some(p) = b.params.first() {
+                            self.require(x, 0, p.clone());
+                        }
                     }
                 }
-            }
-            Opcode::Conditional => {
-                let called: Vec<CompId> = n.called().iter().map(|&(_, c)| c).collect();
-                for (k, c) in called.into_iter().enumerate() {
-                    if let Some(p) = boundary(c).and_then(|b| b.params.first().cloned()) {
-                        s.require(x, k + 1, p);
+                Opcode::Conditional => {
+                    for (k, &(_, c)) in n.called().iter().enumerate() {
+                        if let Some(p) = boundary(c).and_then(|b| b.params.first().cloned()) {
+                            self.require(x, k + 1, p);
+                        }
                     }
                 }
-            }
-            Opcode::Fusion => {
-                if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
-                    for (k, p) in b.params.iter().enumerate() {
-                        s.require(x, k, p.clone());
+                Opcode::Fusion => {
+                    if let Some(b) = n.called().first().and_then(|&(_, c)| boundary(c)) {
+                        for (k, p) in b.params.iter().enumerate() {
+                            self.require(x, k, p.clone());
+                        }
                     }
                 }
-            }
-            op if class(op) == Class::DefaultLayout => {
-                let ops = n.operands.clone();
-                for (k, o) in ops.into_iter().enumerate() {
-                    let l = default_leaves(&s.node(o).shape);
-                    s.require(x, k, l);
+                op if class(op) == Class::DefaultLayout => {
+                    for (k, &o) in n.operands.iter().enumerate() {
+                        let l = default_leaves(&fc.nodes[o as usize].shape);
+                        self.require(x, k, l);
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
     }
 
-    // 4. TPU preferences for convolution and dot.
-    for &x in &order {
-        let n = s.node(x);
-        let configured = if n.origin != NONE {
-            cfg.layout(n.origin as usize)
-        } else {
-            None
-        };
-        match n.opcode {
-            Opcode::Convolution => {
-                let Some(&lhs) = n.operands.first() else {
-                    continue;
-                };
-                let lhs_dims: Dims = s.node(lhs).dims().iter().copied().collect();
-                let Some((i, k, o)) = conv_preference(n, &lhs_dims) else {
-                    continue;
-                };
-                if configured.and_then(|c| c.output.as_ref()).is_none() {
-                    s.set(x, 0, &o);
-                    s.drain();
-                }
-                if configured.and_then(|c| c.input.as_ref()).is_none() {
-                    s.require(x, 0, SmallVec::from_elem(i, 1));
-                }
-                if configured.and_then(|c| c.kernel.as_ref()).is_none() {
-                    s.require(x, 1, SmallVec::from_elem(k, 1));
-                }
-            }
-            Opcode::Dot => {
-                let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.clone()) else {
-                    continue;
-                };
-                if configured.and_then(|c| c.output.as_ref()).is_none() {
-                    let r = n.rank();
-                    s.set(x, 0, &row_major(r));
-                    s.drain();
-                }
-                let sides = [
-                    (
-                        0usize,
-                        &dd.lhs_batch,
-                        &dd.lhs_contracting,
-                        configured.and_then(|c| c.input.as_ref()),
-                    ),
-                    (
-                        1,
-                        &dd.rhs_batch,
-                        &dd.rhs_contracting,
-                        configured.and_then(|c| c.kernel.as_ref()),
-                    ),
-                ];
-                for (slot, batch, contracting, conf) in sides {
-                    if conf.is_some() {
-                        continue;
-                    }
-                    let Some(&o) = s.node(x).operands.get(slot) else {
+    /// The TPU's preferred layouts of convolution and dot results and operands, where
+    /// the configuration sets none.
+    fn prefer_mxu_layouts(&mut self, cfg: &ResolvedConfig) {
+        let fc = self.fc;
+        for &x in &fc.order {
+            let n = &fc.nodes[x as usize];
+            let configured = if n.origin != NONE {
+                cfg.layout(n.origin as usize)
+            } else {
+                None
+            };
+            match n.opcode {
+                Opcode::Convolution => {
+                    let Some(&lhs) = n.operands.first() else {
                         continue;
                     };
-                    let rank = s.node(o).rank();
-                    let cur = s.get(o, 0).map(|d| dup(d));
-                    let rm = row_major(rank);
-                    let want = match cur {
-                        Some(c) if dot_layout_ok(&c, batch, contracting) => c,
-                        _ if dot_layout_ok(&rm, batch, contracting) => rm,
-                        _ => dot_canonical(rank, batch, contracting),
+                    let lhs_dims: Dims = fc.nodes[lhs as usize].dims().iter().copied().collect();
+                    let Some((i, k, o)) = conv_preference(n, &lhs_dims) else {
+                        continue;
                     };
-                    s.require(x, slot, SmallVec::from_elem(want, 1));
+                    if configured.and_then(|c| c.output.as_ref()).is_none() {
+                        self.set(x, 0, &o);
+                        self.drain();
+                    }
+                    if configured.and_then(|c| c.input.as_ref()).is_none() {
+                        self.require(x, 0, SmallVec::from_elem(i, 1));
+                    }
+                    if configured.and_then(|c| c.kernel.as_ref()).is_none() {
+                        self.require(x, 1, SmallVec::from_elem(k, 1));
+                    }
+                }
+                Opcode::Dot => {
+                    let Some(dd) = n.src.and_then(|s| s.attrs.dot_dims.as_deref()) else {
+                        continue;
+                    };
+                    if configured.and_then(|c| c.output.as_ref()).is_none() {
+                        self.set(x, 0, &row_major(n.rank()));
+                        self.drain();
+                    }
+                    let sides = [
+                        (
+                            0usize,
+                            &dd.lhs_batch,
+                            &dd.lhs_contracting,
+                            configured.and_then(|c| c.input.as_ref()),
+                        ),
+                        (
+                            1,
+                            &dd.rhs_batch,
+                            &dd.rhs_contracting,
+                            configured.and_then(|c| c.kernel.as_ref()),
+                        ),
+                    ];
+                    for (slot, batch, contracting, conf) in sides {
+                        if conf.is_some() {
+                            continue;
+                        }
+                        let Some(&o) = n.operands.get(slot) else {
+                            continue;
+                        };
+                        let rank = fc.nodes[o as usize].rank();
+                        let cur = self.get(o, 0).map(|d| dup(d));
+                        let rm = row_major(rank);
+                        let want = match cur {
+                            Some(c) if dot_layout_ok(&c, batch, contracting) => c,
+                            _ if dot_layout_ok(&rm, batch, contracting) => rm,
+                            _ => dot_canonical(rank, batch, contracting),
+                        };
+                        self.require(x, slot, SmallVec::from_elem(want, 1));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Row-major for every leaf still unset, in program order.
+    fn row_major_rest(&mut self) {
+        let fc = self.fc;
+        for &x in &fc.order {
+            for i in 0..self.nl(x) {
+                if self.get(x, i).is_none() {
+                    let r = self.leaf_rank(x, i).unwrap_or(0);
+                    self.set(x, i, &row_major(r));
+                    self.drain();
                 }
             }
-            _ => {}
         }
     }
 
-    // 5. Row-major for the rest, in program order.
-    for &x in &order {
-        let nl = s.nl(x);
-        for i in 0..nl {
-            if s.get(x, i).is_none() {
-                let r = s.leaf_rank(x, i).unwrap_or(0);
-                s.set(x, i, &row_major(r));
-                s.drain();
+    /// Body results must come back in the parameter layout.
+    fn require_body_result(&mut self, role: &Role) {
+        if let Role::Body = role {
+            let p = self.param0;
+            if p != NONE {
+                let l: Leaves = (0..self.nl(p))
+                    .map(|i| self.get(p, i).cloned().unwrap_or_default())
+                    .collect();
+                self.root_req = Some(l);
             }
         }
     }
 
-    // Body results must come back in the parameter layout.
-    if let Role::Body = role {
-        if param0 != NONE {
-            let l: Leaves = (0..s.nl(param0))
-                .map(|i| s.get(param0, i).cloned().unwrap_or_default())
-                .collect();
-            s.root_req = Some(l);
+    /// The solution, without the computation.
+    fn finish(self) -> Solved {
+        let Solver {
+            base,
+            ranks,
+            lay,
+            reqs,
+            root_req,
+            stack,
+            ..
+        } = self;
+        Solved {
+            base,
+            ranks,
+            lay,
+            reqs,
+            root_req,
+            stack,
         }
     }
+}
 
-    let Solver {
-        base,
-        ranks,
-        mut lay,
-        reqs,
-        root_req,
-        stack,
-        ..
-    } = s;
-    let fc = &mut flat.comps[fi];
-    for (x, n) in fc.nodes.iter_mut().enumerate() {
-        let leaves = &mut lay[base[x] as usize..base[x + 1] as usize];
-        n.layouts.clear();
-        n.layouts
-            .extend(leaves.iter_mut().map(|l| l.take().unwrap_or_default()));
+/// The layouts the solver found, with the requirements of the uses.
+struct Solved {
+    base: Vec<u32>,
+    ranks: Vec<u8>,
+    lay: Vec<Option<Dims>>,
+    reqs: HashMap<(u32, u32), Leaves, FxBuild>,
+    root_req: Option<Leaves>,
+    stack: Vec<u32>,
+}
+
+impl Solved {
+    /// Writes the layouts into the nodes of `fc` and gives the buffers back to
+    /// `scratch`; the requirements of the uses and of the root.
+    fn store(
+        self,
+        fc: &mut FComp<'_>,
+        scratch: &mut LayoutScratch,
+    ) -> (HashMap<(u32, u32), Leaves, FxBuild>, Option<Leaves>) {
+        let Solved {
+            base,
+            ranks,
+            mut lay,
+            reqs,
+            root_req,
+            stack,
+        } = self;
+        for (x, n) in fc.nodes.iter_mut().enumerate() {
+            let leaves = &mut lay[base[x] as usize..base[x + 1] as usize];
+            n.layouts.clear();
+            n.layouts
+                .extend(leaves.iter_mut().map(|l| l.take().unwrap_or_default()));
+        }
+        scratch.base = base;
+        scratch.ranks = ranks;
+        scratch.lay = lay;
+        scratch.stack = stack;
+        (reqs, root_req)
     }
-    scratch.base = base;
-    scratch.ranks = ranks;
-    scratch.lay = lay;
-    scratch.stack = stack;
-    // A tuple has no buffer of its own here: its leaves are its operands'.
+}
+
+/// A tuple has no buffer of its own here: its leaves are its operands', and a
+/// get-tuple-element's those of its element.
+fn share_tuple_layouts(fc: &mut FComp<'_>) {
     for k in 0..fc.order.len() {
         let x = fc.order[k] as usize;
         match fc.nodes[x].opcode {
@@ -1079,10 +1185,11 @@ fn solve_comp(
             _ => {}
         }
     }
-    let mut stats = LayoutStats::default();
-    insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
-    to_bitcasts(fc, &mut stats);
-    let cl = CompLayouts {
+}
+
+/// The layouts of `fc`'s parameters and root.
+fn comp_layouts(fc: &FComp<'_>) -> CompLayouts {
+    CompLayouts {
         params: fc
             .params
             .iter()
@@ -1095,8 +1202,7 @@ fn solve_comp(
             })
             .collect(),
         root: fc.nodes[fc.root as usize].layouts.clone(),
-    };
-    (cl, stats)
+    }
 }
 
 /// The layout a use requires of operand `slot` of `u`, if any.
