@@ -412,6 +412,7 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
     ]);
     let npz = npz_files(&a.path().join("npz"));
     assert!(!npz.is_empty());
+    let mut tile_files = 0;
     for f in &npz {
         let rel = f.strip_prefix(a.path().join("npz")).unwrap();
         let pb = a.path().join("pb").join(rel).with_extension("pb");
@@ -428,7 +429,30 @@ fn pb_files_mirror_the_npz_tree_and_replay() {
             assert_eq!(r.compute_time_ns(), Some(ns));
         }
         assert!(mt.module_ir().unwrap().is_some());
+        // a tile file's labels are what `estimate --runs` predicts for its runs (the
+        // kernel's module under each run's tile), to the nanosecond
+        if rel.starts_with("tile") {
+            let csv = a.path().join("tile_pred.csv");
+            let (pb_s, csv_s) = (pb.to_str().unwrap(), csv.to_str().unwrap());
+            run(&["estimate", pb_s, "--runs", "--quiet", "--out", csv_s]);
+            let text = std::fs::read_to_string(&csv).unwrap();
+            let predicted: Vec<i64> = text
+                .lines()
+                .skip(1)
+                .map(|l| {
+                    l.rsplit(',')
+                        .next()
+                        .unwrap()
+                        .parse::<f64>()
+                        .unwrap()
+                        .round() as i64
+                })
+                .collect();
+            assert_eq!(predicted, rt, "{}", f.display());
+            tile_files += 1;
+        }
     }
+    assert!(tile_files > 0);
     // Replaying the layout file with the full pipeline gives the default run's runtime
     // for row 0.
     let layout_pb = a.path().join("pb/layout/xla/random/train/mlp_train.pb");
