@@ -1,5 +1,6 @@
-//! IR → HloModuleProto → IR: what the writer stores comes back unchanged (metadata and
-//! other verbatim attributes aside, which the writer leaves out).
+//! IR → HloModuleProto → IR: what the writer stores comes back unchanged (metadata,
+//! custom-call side effects and other verbatim attributes aside, which the writer leaves
+//! out).
 
 use prost::Message;
 use std::path::Path;
@@ -15,6 +16,7 @@ fn strip(m: &mut tpusim::ir::Module) {
             a.sharding = None;
             a.frontend_attributes = None;
             a.other.clear();
+            a.custom_call_has_side_effect = None;
             if a.literal.is_some() {
                 a.literal = None;
             }

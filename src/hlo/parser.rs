@@ -1468,6 +1468,9 @@ impl<'a> Builder<'a> {
             }
             "unique_indices" => attrs.unique_indices = Some(av::boolean(value).map_err(ve)?),
             "custom_call_target" => attrs.custom_call_target = Some(av::string(value).map_err(ve)?),
+            "custom_call_has_side_effect" if opcode == O::CustomCall => {
+                attrs.custom_call_has_side_effect = Some(av::boolean(value).map_err(ve)?)
+            }
             "epsilon" => {
                 attrs.epsilon =
                     Some(value.trim().parse::<f32>().map_err(|_| {

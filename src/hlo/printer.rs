@@ -319,7 +319,31 @@ fn write_attrs(out: &mut String, m: &Module, ins: &Instruction) {
         }
         i = j;
     }
-    for (k, v) in &a.other {
+    // `custom_call_has_side_effect` among the verbatim attributes where XLA prints it
+    // (and the proto reader puts it): after those below, before the rest.
+    let (before, after) = a.other.split_at(
+        a.other
+            .iter()
+            .position(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "replica_groups"
+                        | "constrain_layout"
+                        | "use_global_device_ids"
+                        | "source_target_pairs"
+                        | "operand_precision"
+                        | "operand_layout_constraints"
+                )
+            })
+            .unwrap_or(a.other.len()),
+    );
+    for (k, v) in before {
+        let _ = write!(out, ", {k}={v}");
+    }
+    if let Some(v) = a.custom_call_has_side_effect {
+        let _ = write!(out, ", custom_call_has_side_effect={v}");
+    }
+    for (k, v) in after {
         let _ = write!(out, ", {k}={v}");
     }
     if let Some(v) = &a.sharding {

@@ -261,6 +261,8 @@ pub struct Attrs {
     pub indices_are_sorted: Option<bool>,
     pub unique_indices: Option<bool>,
     pub custom_call_target: Option<String>,
+    /// `custom_call_has_side_effect=` of a custom-call.
+    pub custom_call_has_side_effect: Option<bool>,
     pub epsilon: Option<f32>,
     pub feature_index: Option<i64>,
     pub exponent_bits: Option<i64>,

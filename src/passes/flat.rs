@@ -454,11 +454,7 @@ fn write_decimal(out: &mut [u8], k: u64) -> usize {
 /// `custom-call` marked as having one.
 pub(crate) fn has_side_effect(ins: &Instruction) -> bool {
     match ins.opcode {
-        Opcode::CustomCall => ins
-            .attrs
-            .other("custom_call_has_side_effect")
-            .map(|v| v == "true")
-            .unwrap_or(false),
+        Opcode::CustomCall => ins.attrs.custom_call_has_side_effect == Some(true),
         op => op.has_side_effect(),
     }
 }

@@ -822,6 +822,9 @@ fn fill_instruction(
     if i.flag(F::IS_STABLE)? {
         a.is_stable = Some(true);
     }
+    if opcode == O::CustomCall && i.flag(F::CUSTOM_CALL_HAS_SIDE_EFFECT)? {
+        a.custom_call_has_side_effect = Some(true);
+    }
     if opcode == O::Compare {
         let dir = i.string(F::COMPARISON_DIRECTION)?;
         a.comparison = Some(
@@ -1023,9 +1026,6 @@ fn other_attrs(i: &InstructionView<'_>, opcode: Opcode, a: &mut Attrs) -> Result
         }
     }
     if opcode == O::CustomCall {
-        if i.flag(F::CUSTOM_CALL_HAS_SIDE_EFFECT)? {
-            push("custom_call_has_side_effect", "true".into());
-        }
         let aliasing = i.messages::<xla::OutputOperandAliasing>(F::OUTPUT_OPERAND_ALIASING)?;
         if !aliasing.is_empty() {
             let v: Vec<String> = aliasing

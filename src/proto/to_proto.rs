@@ -3,8 +3,8 @@
 //! Written: computations (callees first, entry last), instructions in program order
 //! with module-wide ids, operands, control predecessors, called computations (a
 //! `while` stores `[body, condition]` as XLA does), shapes with layouts and tiles,
-//! and every typed attribute of the IR. Not written: metadata, sharding, frontend
-//! attributes and the other verbatim attributes; constants carry their value only for
+//! and every typed attribute of the IR but one. Not written: metadata, sharding,
+//! frontend attributes, custom-call side effects and the other verbatim attributes; constants carry their value only for
 //! scalars of the common element types (others read back as `{...}`).
 
 use std::collections::HashMap;
