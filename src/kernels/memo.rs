@@ -181,11 +181,11 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&(body.instrs.len() as u32).to_le_bytes());
     for b in body.instrs {
         let n = &body.nodes[b.node as usize];
-        if b.parameter != u32::MAX {
+        if let Some(p) = b.parameter.get() {
             // a fusion parameter: its number and the shape of the value it stands for
             // (its attributes are the parameter number's)
             out.push(PARAMETER);
-            out.extend_from_slice(&b.parameter.to_le_bytes());
+            out.extend_from_slice(&p.to_le_bytes());
             n.shape.hash(&mut Recorder(out));
             continue;
         }

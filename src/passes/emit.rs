@@ -13,7 +13,7 @@ use super::flat::{has_side_effect, numbered, CompKind, FComp, FNode, Flat, Namer
 use super::fusion::{FusionPlan, GroupPlan};
 use super::kernel::{
     BodyAttrs, BodyInstr, BodyNode, BodySpan, CallSite, Kernel, KernelBodies, KernelKind,
-    PhysicalShape, SiteRole,
+    ParameterNumber, PhysicalShape, SiteRole,
 };
 use super::layout::leaf_shapes;
 use super::tiling;
@@ -862,7 +862,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     node: b
                         .body_nodes
                         .index(&mut self.nodes, fi, inp, on, &mut b.shapes),
-                    parameter: i as u32,
+                    parameter: ParameterNumber::new(i as u32),
                     clone_number: 0,
                     operands: SmallVec::new(),
                 });
@@ -1362,10 +1362,10 @@ fn collect(
         match nd.opcode {
             Opcode::While => {
                 // The loop of the input module: its count is a fact of the source.
-                let trip = flat
-                    .table
-                    .nodes
-                    .get(nd.origin as usize)
+                let trip = nd
+                    .origin
+                    .get()
+                    .and_then(|i| flat.table.nodes.get(i))
                     .and_then(|&(c, i)| {
                         let m = flat.module;
                         crate::analysis::while_loop::known_trip_count(m, m.comp(c), i)

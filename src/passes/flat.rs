@@ -14,6 +14,28 @@ use crate::ir::{CallRole, CompId, Dims, Instruction, Module, Name, Opcode, Primi
 /// "No node".
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// Index of a node in the TpuGraphs numbering of the input module ([`NodeTable`]),
+/// which the configuration's layouts and fusion overrides name; not a flat node index.
+/// A `u32` with `u32::MAX` for a node the passes made, so that an [`FNode`] stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(transparent)]
+pub(crate) struct Origin(u32);
+
+impl Origin {
+    /// A node the passes made.
+    pub const NONE: Origin = Origin(u32::MAX);
+
+    /// The node index, if the node is an input instruction.
+    pub fn get(self) -> Option<usize> {
+        (self != Self::NONE).then_some(self.0 as usize)
+    }
+
+    /// From an index in [`NodeTable`] (none: [`Origin::NONE`]).
+    fn of(index: Option<usize>) -> Origin {
+        index.map_or(Self::NONE, |i| Origin(i as u32))
+    }
+}
+
 /// How a computation of the input module is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CompKind {
@@ -49,8 +71,8 @@ impl std::ops::Deref for ShapeRef<'_> {
 pub(crate) struct FNode<'a> {
     /// The input instruction (None for instructions the passes create).
     pub src: Option<&'a Instruction>,
-    /// TpuGraphs node index of `src` in the input module (NONE if synthetic).
-    pub origin: u32,
+    /// TpuGraphs node index of `src` in the input module.
+    pub origin: Origin,
     pub opcode: Opcode,
     /// Logical shape (input layouts are ignored; final layouts are in `layouts`).
     pub shape: ShapeRef<'a>,
@@ -150,7 +172,7 @@ impl<'a> FNode<'a> {
     ) -> Self {
         FNode {
             src: None,
-            origin: NONE,
+            origin: Origin::NONE,
             opcode,
             info: ShapeInfo::of(&shape),
             shape,
@@ -644,7 +666,7 @@ impl<'a> Flat<'a> {
                     } else {
                         None
                     };
-                    let origin = self.table.index_of(c, id).map(|i| i as u32).unwrap_or(NONE);
+                    let origin = Origin::of(self.table.index_of(c, id));
                     let v = out.nodes.len() as u32;
                     if ins.opcode == Opcode::Parameter {
                         let k = ins.attrs.parameter_number.unwrap_or(-1);

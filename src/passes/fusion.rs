@@ -304,8 +304,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if set.is_empty() {
             return false;
         }
-        let (po, co) = (self.node(p).origin, self.node(c).origin);
-        po != NONE && co != NONE && set.contains(&(po as usize, co as usize))
+        match (self.node(p).origin.get(), self.node(c).origin.get()) {
+            (Some(po), Some(co)) => set.contains(&(po, co)),
+            _ => false,
+        }
     }
 
     /// Inputs of the current fusion `g` after absorbing producer `p`.

@@ -294,6 +294,28 @@ pub struct BodyNode<'m> {
     pub attrs: BodyAttrs<'m>,
 }
 
+/// The parameter number of a fusion parameter among a kernel's [`BodyInstr`]s, or none:
+/// a `u32` with `u32::MAX` for none, so that a [`BodyInstr`] stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct ParameterNumber(u32);
+
+impl ParameterNumber {
+    /// Not a fusion parameter.
+    pub const NONE: ParameterNumber = ParameterNumber(u32::MAX);
+
+    /// Fusion parameter `n` (below `u32::MAX`).
+    pub(crate) fn new(n: u32) -> Self {
+        debug_assert_ne!(n, u32::MAX, "parameter number out of range");
+        ParameterNumber(n)
+    }
+
+    /// The number, for a fusion parameter.
+    pub fn get(self) -> Option<u32> {
+        (self != Self::NONE).then_some(self.0)
+    }
+}
+
 /// One instruction of a [`KernelBody`]: what the instruction of the output module would
 /// be, without a graph around it.
 #[derive(Debug, Clone)]
@@ -301,8 +323,8 @@ pub struct BodyInstr {
     /// The node (index in [`KernelBody::nodes`]): the instruction itself, or for a
     /// fusion parameter the value it stands for.
     pub node: u32,
-    /// Fusion parameters: the parameter number (`u32::MAX` otherwise).
-    pub parameter: u32,
+    /// Fusion parameters: the parameter number.
+    pub parameter: ParameterNumber,
     /// 0: the instruction is called as its node; else it is a further copy (an
     /// instruction fused into several kernels) named `{name}.{clone_number}`.
     pub clone_number: u64,
@@ -315,7 +337,7 @@ impl BodyInstr {
     pub(crate) fn of(node: u32, clone_number: u64, operands: SmallVec<[u32; 4]>) -> Self {
         BodyInstr {
             node,
-            parameter: u32::MAX,
+            parameter: ParameterNumber::NONE,
             clone_number,
             operands,
         }
@@ -351,7 +373,7 @@ impl<'a> KernelBody<'a> {
     }
 
     fn parameter(&self, i: usize) -> Option<u32> {
-        Some(self.instrs[i].parameter).filter(|&p| p != u32::MAX)
+        self.instrs[i].parameter.get()
     }
 
     /// Opcode, wrapped opcode (async sugar), laid-out shape and attributes of
@@ -359,9 +381,9 @@ impl<'a> KernelBody<'a> {
     pub fn get(&self, i: usize) -> (Opcode, Option<Opcode>, &'a crate::ir::Shape, &'a Attrs) {
         let b = &self.instrs[i];
         let n = &self.nodes[b.node as usize];
-        match b.parameter {
-            u32::MAX => (n.opcode, n.async_wrapped, &n.shape, &n.attrs),
-            p => (
+        match b.parameter.get() {
+            None => (n.opcode, n.async_wrapped, &n.shape, &n.attrs),
+            Some(p) => (
                 Opcode::Parameter,
                 None,
                 &n.shape,

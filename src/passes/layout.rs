@@ -881,11 +881,10 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         for &x in &fc.order {
             let n = &fc.nodes[x as usize];
-            if n.origin == NONE {
-                continue;
-            }
-            if let Some(o) = cfg
-                .layout(n.origin as usize)
+            if let Some(o) = n
+                .origin
+                .get()
+                .and_then(|i| cfg.layout(i))
                 .and_then(|nl| nl.output.as_ref())
             {
                 self.set(x, 0, o);
@@ -924,10 +923,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         for &x in &fc.order {
             let n = &fc.nodes[x as usize];
-            if n.origin == NONE {
-                continue;
-            }
-            let Some(nl) = cfg.layout(n.origin as usize) else {
+            let Some(nl) = n.origin.get().and_then(|i| cfg.layout(i)) else {
                 continue;
             };
             for (slot, l) in [(0usize, &nl.input), (1, &nl.kernel)] {
@@ -987,11 +983,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         for &x in &fc.order {
             let n = &fc.nodes[x as usize];
-            let configured = if n.origin != NONE {
-                cfg.layout(n.origin as usize)
-            } else {
-                None
-            };
+            let configured = n.origin.get().and_then(|i| cfg.layout(i));
             match n.opcode {
                 Opcode::Convolution => {
                     let Some(&lhs) = n.operands.first() else {

@@ -28,7 +28,7 @@ pub use config::{
 pub use error::CompileError;
 pub use kernel::{
     BodyAttrs, BodyInstr, BodyNode, CallSite, Kernel, KernelBodies, KernelBody, KernelKind,
-    PhysicalShape, SiteRole,
+    ParameterNumber, PhysicalShape, SiteRole,
 };
 pub use layout::{complete_layout, written_minor_to_major, LayoutStats};
 
@@ -370,9 +370,8 @@ fn check_overrides(
     for fc in &flat.comps {
         for n in &fc.nodes {
             for &o in &n.operands {
-                let po = fc.nodes[o as usize].origin;
-                if po != flat::NONE && n.origin != flat::NONE {
-                    edges.insert((po as usize, n.origin as usize));
+                if let (Some(po), Some(co)) = (fc.nodes[o as usize].origin.get(), n.origin.get()) {
+                    edges.insert((po, co));
                 }
             }
         }
