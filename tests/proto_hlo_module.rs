@@ -227,6 +227,48 @@ mod structural_errors {
     }
 
     #[test]
+    fn custom_call_side_effect_is_typed_printed_where_xla_does_and_kept() {
+        let with = |side_effect: bool| {
+            let mut cc = inst(2, "cc", "custom-call", &[1]);
+            cc.custom_call_target = "foo".into();
+            cc.custom_call_has_side_effect = side_effect;
+            cc.custom_call_api_version = 4;
+            let m = module(
+                vec![
+                    inst(1, "p", "parameter", &[]),
+                    cc,
+                    inst(3, "n", "negate", &[1]),
+                ],
+                3,
+            );
+            module_from_proto_bytes(&m.encode_to_vec()).unwrap()
+        };
+        let ir = with(true);
+        let c = ir.entry();
+        let a = &c.instr(c.find("cc").unwrap()).attrs;
+        assert_eq!(a.custom_call_has_side_effect, Some(true));
+        assert_eq!(a.other("custom_call_has_side_effect"), None);
+        let text = tpusim::hlo::print_module(&ir);
+        assert!(
+            text.contains(
+                "custom_call_target=\"foo\", custom_call_has_side_effect=true, \
+                 api_version=API_VERSION_TYPED_FFI"
+            ),
+            "{text}"
+        );
+        let back = tpusim::hlo::parse_module("printed", &text).unwrap();
+        assert!(back.entry() == ir.entry(), "{text}");
+        // unused, yet kept by the passes only when it has a side effect
+        for (side_effect, kept) in [(true, true), (false, false)] {
+            let out = tpusim::passes::compile(&with(side_effect), &Default::default())
+                .unwrap()
+                .module;
+            let printed = tpusim::hlo::print_module(&out);
+            assert_eq!(printed.contains("custom-call"), kept, "{printed}");
+        }
+    }
+
+    #[test]
     fn entry_by_name_when_the_id_is_absent() {
         // an old writer that never set entry_computation_id (reads as 0):
         // computation id 0 is a callee, the name says which is the entry
