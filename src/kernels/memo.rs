@@ -30,7 +30,7 @@ const SHARDS: usize = 16;
 pub struct KernelMemo {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
-    target: TpuTarget,
+    target: Arc<TpuTarget>,
     shards: Vec<Mutex<Shard>>,
     /// Bodies remembered per shard at most; a full shard forgets everything it holds and
     /// starts again (a bound on memory, not on correctness).
@@ -70,7 +70,7 @@ impl KernelMemo {
     pub fn with_capacity(module: &Module, target: &TpuTarget, bodies: usize) -> Self {
         KernelMemo {
             module: module as *const Module as usize,
-            target: target.clone(),
+            target: Arc::new(target.clone()),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: bodies.div_ceil(SHARDS).max(1),
         }
@@ -79,6 +79,11 @@ impl KernelMemo {
     /// The target whose evaluations the memo keeps.
     pub fn target(&self) -> &TpuTarget {
         &self.target
+    }
+
+    /// The same, shared (a program lowered through the memo keeps it).
+    pub(crate) fn shared_target(&self) -> Arc<TpuTarget> {
+        self.target.clone()
     }
 
     /// Whether this memo was made for `module`.

@@ -9,11 +9,10 @@
 //! descriptions are evaluated once per call.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
-
-use std::sync::Arc;
 
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
 use super::memo::{KernelMemo, MemoKernel, Remembered};
@@ -436,7 +435,7 @@ impl LoweredProgram {
         let memo_target = bodies
             .as_ref()
             .and_then(|h| h.memo)
-            .map(|m| Arc::new(m.target().clone()));
+            .map(KernelMemo::shared_target);
         let mut w = Walker {
             module,
             bodies,
@@ -487,7 +486,7 @@ impl LoweredProgram {
                 });
             }
         }
-        let memo_target = memo.map(|m| Arc::new(m.target().clone()));
+        let memo_target = memo.map(KernelMemo::shared_target);
         Ok(Self::assemble(kernels, nodes, Vec::new(), memo_target))
     }
 
