@@ -899,6 +899,7 @@ fn layout_sample_ev(
 ) -> Result<Option<(LayoutSample, LayoutEvaluator)>, GenError> {
     let per_module = o.configs.max(1) as u64;
     let mut ev = LayoutEvaluator::new(&input.module, &o.target);
+    ev.remember(o.search == Search::Default);
     if ev.nodes.is_empty() {
         progress.shrink(per_module);
         return Ok(None);

@@ -79,8 +79,10 @@ impl ConfigNode {
 /// The layout configurations of one module: its configurable nodes, and the runtime of
 /// a configuration on a target.
 pub struct LayoutEvaluator {
-    /// The kernels of the configurations evaluated so far ([`KernelMemo`]).
+    /// The kernels of the configurations evaluated so far ([`KernelMemo`]), when
+    /// configurations are evaluated through it.
     memo: KernelMemo,
+    remember: bool,
     /// The configurable nodes, in the order configurations list their choices.
     pub nodes: Vec<ConfigNode>,
 }
@@ -119,6 +121,7 @@ impl LayoutEvaluator {
         }
         LayoutEvaluator {
             memo: KernelMemo::new(m, target),
+            remember: true,
             nodes,
         }
     }
@@ -176,7 +179,20 @@ impl LayoutEvaluator {
         prepared: &PreparedModule,
         config: &[NodeChoice],
     ) -> Result<f64, ProgramError> {
-        remembered_ns(prepared, &self.compilation_config(config), &self.memo)
+        let c = self.compilation_config(config);
+        if self.remember {
+            remembered_ns(prepared, &c, &self.memo)
+        } else {
+            recompiled_ns(prepared, &c, self.memo.target())
+        }
+    }
+
+    /// Whether [`LayoutEvaluator::runtime_ns`] goes through the memo (the default). It
+    /// pays when configurations change a few tensors (the `default` search); when each
+    /// sets every tensor (`random`), most kernels are new and building their keys costs
+    /// more than the hits save. The runtimes are the same either way.
+    pub fn remember(&mut self, on: bool) {
+        self.remember = on;
     }
 }
 
