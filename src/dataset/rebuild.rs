@@ -62,6 +62,29 @@ pub enum RebuildError {
     Npz(#[from] super::npz::NpzError),
     #[error("{file}: {msg}")]
     Data { file: String, msg: String },
+    #[error("{file}: {source}")]
+    Graph {
+        file: String,
+        #[source]
+        source: Box<GraphError>,
+    },
+}
+
+/// Why a graph's arrays do not make a module.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    #[error("the graph has no nodes")]
+    NoNodes,
+    #[error("node_feat holds {values} values for {nodes} nodes")]
+    FeatureCount { values: usize, nodes: usize },
+    #[error("the rebuilt module does not parse: {0}")]
+    Parse(#[source] Box<crate::hlo::HloError>),
+    #[error("the rebuilt module is not valid: {0}")]
+    Check(#[source] crate::ir::check::CheckError),
+    #[error("the rebuilt module does not verify: {0}")]
+    Verify(#[source] Box<crate::analysis::error::VerifyError>),
+    #[error("the rebuilt module does not verify after {0} stand-ins")]
+    TooManyStandIns(usize),
 }
 
 /// Which collection a file is of.
@@ -182,7 +205,10 @@ pub fn rebuild_npz(path: &Path) -> Result<Rebuilt, RebuildError> {
         module,
         stand_ins,
         program_index,
-    } = rebuild_module(&g, &label).map_err(|m| data_err(path, m))?;
+    } = rebuild_module(&g, &label).map_err(|e| RebuildError::Graph {
+        file: path.display().to_string(),
+        source: Box::new(e),
+    })?;
 
     let mut runs = Vec::new();
     let mut config_index_to_node = Vec::new();
@@ -520,16 +546,16 @@ pub struct RebuiltModule {
 
 /// Rebuild HLO text and the parsed module from the arrays; `Err` with a message when the
 /// arrays are not a graph at all.
-pub fn rebuild_module(g: &GraphArrays, label: &str) -> Result<RebuiltModule, String> {
+pub fn rebuild_module(g: &GraphArrays, label: &str) -> Result<RebuiltModule, GraphError> {
     let n = g.node_opcode.len();
     if n == 0 {
-        return Err("the graph has no nodes".into());
+        return Err(GraphError::NoNodes);
     }
     if g.node_feat.len() != n * NODE_FEATURE_COUNT {
-        return Err(format!(
-            "node_feat holds {} values for {n} nodes",
-            g.node_feat.len()
-        ));
+        return Err(GraphError::FeatureCount {
+            values: g.node_feat.len(),
+            nodes: n,
+        });
     }
     // Computations: a computation ends at its root.
     let mut comps: Vec<Comp> = Vec::new();
@@ -677,15 +703,13 @@ pub fn rebuild_module(g: &GraphArrays, label: &str) -> Result<RebuiltModule, Str
                         stand_in.insert(k, e.message.clone());
                         continue;
                     }
-                    _ => return Err(format!("the rebuilt module does not parse: {e}")),
+                    _ => return Err(GraphError::Parse(Box::new(e))),
                 }
             }
         };
         match crate::analysis::verify::verify_module(&module) {
             Ok(()) => {
-                if let Err(e) = crate::ir::check::check_module(&module) {
-                    return Err(format!("the rebuilt module is not valid: {e}"));
-                }
+                crate::ir::check::check_module(&module).map_err(GraphError::Check)?;
                 let mut v: Vec<(usize, String)> = stand_in.into_iter().collect();
                 v.sort();
                 let mut program_index = vec![0usize; n];
@@ -714,13 +738,15 @@ pub fn rebuild_module(g: &GraphArrays, label: &str) -> Result<RebuiltModule, Str
                     }
                 }
                 if !added {
-                    let first = errs.first().map(|e| e.to_string()).unwrap_or_default();
-                    return Err(format!("the rebuilt module does not verify: {first}"));
+                    return Err(match errs.into_iter().next() {
+                        Some(first) => GraphError::Verify(Box::new(first)),
+                        None => GraphError::TooManyStandIns(stand_in.len()),
+                    });
                 }
             }
         }
     }
-    Err("the rebuilt module does not verify".into())
+    Err(GraphError::TooManyStandIns(stand_in.len()))
 }
 
 fn node_at_line(text: &str, line: usize) -> Option<usize> {
