@@ -5,11 +5,9 @@
 //! * `compile`: one-shot `passes::compile` (inlining + layout + fusion + building the
 //!   ~18.5K-instruction output module);
 //! * `prepared/module`: `PreparedModule::compile` (inlining done once);
-//! * `prepared/kernels`: `PreparedModule::compile_kernels` (same kernels with their
-//!   physical shapes, no output module);
 //! * `prepared/bodies`: `PreparedModule::compile_bodies` (the kernels and their
-//!   instructions, what the cost model lowers: the compilation a generator runs for a
-//!   straight-line program, see `kernels::compile_program`).
+//!   instructions, no output module: the compilation every cost is taken from, see
+//!   `kernels::compile_program`).
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::path::{Path, PathBuf};
@@ -78,17 +76,6 @@ fn bench(c: &mut Criterion) {
                 )
             })
         });
-        g.bench_function(format!("{name}/random_layout/prepared/kernels"), |b| {
-            b.iter(|| {
-                i = (i + 1) % configs.len();
-                black_box(
-                    prepared
-                        .compile_kernels(&configs[i])
-                        .map(|c| c.kernels.len())
-                        .unwrap_or(0),
-                )
-            })
-        });
         g.bench_function(format!("{name}/random_layout/prepared/bodies"), |b| {
             b.iter(|| {
                 i = (i + 1) % configs.len();
@@ -102,12 +89,12 @@ fn bench(c: &mut Criterion) {
         });
         if name == "resnet50_train_b8" {
             let default = CompilationConfig::default();
-            g.bench_function(format!("{name}/default/prepared/kernels"), |b| {
+            g.bench_function(format!("{name}/default/prepared/bodies"), |b| {
                 b.iter(|| {
                     black_box(
                         prepared
-                            .compile_kernels(&default)
-                            .map(|c| c.kernels.len())
+                            .compile_bodies(&default)
+                            .map(|c| c.bodies.len())
                             .unwrap_or(0),
                     )
                 })

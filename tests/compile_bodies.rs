@@ -1,14 +1,14 @@
-//! `PreparedModule::compile_bodies` + `LoweredProgram::from_bodies` (the compilation a
-//! generator runs, without the output module) against the module path
-//! (`PreparedModule::compile` + `LoweredProgram::new`): on every straight-line program
-//! of the corpus and on hand-written modules, the same kernels, lowered the same, with
-//! the same estimates.
+//! `kernels::compile_program` (the compilation every command costs: kernel bodies, and
+//! for a program with loops the output module's skeleton, never the module) against
+//! the module `tpusim compile` prints lowered again (`PreparedModule::compile` +
+//! `LoweredProgram::new`): on every straight-line program of the corpus and on
+//! hand-written modules, the same kernels, lowered the same, with the same estimates.
 
 mod common;
 
 use tpusim::hlo::parse_module;
 use tpusim::ir::{Module, Opcode};
-use tpusim::kernels::{LoweredProgram, TileOverrides};
+use tpusim::kernels::{compile_program, LoweredProgram, TileOverrides};
 use tpusim::passes::{CompilationConfig, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
@@ -58,17 +58,10 @@ fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
 
 /// Compiles `config` both ways and asserts the programs agree; returns the number of
 /// lowered kernels.
-fn assert_same(
-    what: &str,
-    module: &Module,
-    prepared: &PreparedModule,
-    config: &CompilationConfig,
-) -> usize {
+fn assert_same(what: &str, prepared: &PreparedModule, config: &CompilationConfig) -> usize {
     let full = prepared.compile(config).unwrap();
     let bodies = prepared.compile_bodies(config).unwrap();
-    let dry = prepared.compile_kernels(config).unwrap();
     assert_eq!(bodies.kernels, full.kernels, "{what}: kernel lists differ");
-    assert_eq!(bodies.kernels, dry.kernels, "{what}: kernel lists differ");
     assert_eq!(bodies.stats, full.stats, "{what}: counters differ");
     assert_eq!(bodies.bodies.len(), bodies.kernels.len(), "{what}");
     for (k, b) in bodies.kernels.iter().zip(bodies.bodies.iter()) {
@@ -85,8 +78,10 @@ fn assert_same(
         );
     }
     let a = LoweredProgram::new(&full.module).unwrap();
-    let b = LoweredProgram::from_bodies(module, &bodies).unwrap();
-    assert_same_program(what, &a, &b);
+    let b = compile_program(prepared, config).unwrap();
+    assert_eq!(b.kernels, full.kernels, "{what}");
+    assert_eq!(b.notes, full.notes, "{what}");
+    assert_same_program(what, &a, &b.program);
     let none = TileOverrides::default();
     for target in [TpuTarget::v3(), TpuTarget::v5e()] {
         assert!(a.estimate(&target, &none).is_ok(), "{what}");
@@ -120,7 +115,7 @@ fn bodies_lower_like_the_compiled_module_on_the_corpus() {
             if prepared.compile(c).is_err() {
                 continue;
             }
-            kernels += assert_same(&format!("{name} config {i}"), module, &prepared, c);
+            kernels += assert_same(&format!("{name} config {i}"), &prepared, c);
         }
         straight.push(name.as_str());
     }
@@ -172,7 +167,7 @@ fn compile_program_equals_the_module_path_on_every_corpus_file() {
             };
             let what = format!("{name} seed {seed:?}");
             let a = LoweredProgram::new(&full.module);
-            let b = tpusim::kernels::compile_program(&prepared, &config);
+            let b = compile_program(&prepared, &config);
             let (a, b) = match (a, b) {
                 (Ok(a), Ok(b)) => (a, b),
                 (Err(x), Err(y)) => {
@@ -248,12 +243,12 @@ ENTRY e {
             }
         }
     }
-    let n = assert_same("small", &module, &prepared, &CompilationConfig::default());
+    let n = assert_same("small", &prepared, &CompilationConfig::default());
     assert_eq!(n, c.kernels.len());
     // a layout for the dot's output that the compiler would not choose: same again
     let json = r#"{"layout":[{"node":"d","output":[0,1]}]}"#;
     let cfg = CompilationConfig::from_json_str(json).unwrap();
-    assert_same("small, d column-major", &module, &prepared, &cfg);
+    assert_same("small, d column-major", &prepared, &cfg);
 }
 
 #[test]
@@ -295,10 +290,8 @@ ENTRY e {
     assert!(!c.straight_line);
     let full = prepared.compile(&CompilationConfig::default()).unwrap();
     assert_eq!(c.kernels, full.kernels);
-    let err = LoweredProgram::from_bodies(&module, &c).unwrap_err();
-    assert!(err.to_string().contains("not straight-line"), "{err}");
-    // compile_program walks the skeleton module instead: the loop is there, 4 trips
-    let p = tpusim::kernels::compile_program(&prepared, &CompilationConfig::default()).unwrap();
+    // compile_program walks the compilation's skeleton: the loop is there, 4 trips
+    let p = compile_program(&prepared, &CompilationConfig::default()).unwrap();
     assert_eq!(p.program.loops.len(), 1);
     assert_eq!(p.program.loops[0].1, 4);
     let direct = LoweredProgram::new(&full.module).unwrap();

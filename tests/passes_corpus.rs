@@ -9,9 +9,7 @@ use std::path::PathBuf;
 
 use tpusim::hlo::{parse_module, print_module};
 use tpusim::ir::{CallRole, Module, Opcode};
-use tpusim::passes::{
-    compile, compile_kernels, verify::verify, CompilationConfig, KernelKind, SiteRole,
-};
+use tpusim::passes::{compile, verify::verify, CompilationConfig, KernelKind, SiteRole};
 
 /// The corpus modules, or `None` after printing why `test` skips.
 fn corpus(test: &str) -> Option<Vec<(String, Module)>> {
@@ -232,9 +230,12 @@ fn default_compile_is_valid_and_complete() {
                 );
             }
         }
-        // The dry path gives the same kernels.
-        let dry = compile_kernels(m, &CompilationConfig::default()).unwrap();
-        assert_eq!(dry.kernels, c.kernels, "{name}: compile_kernels differs");
+        // The cost model's compilation (no module) gives the same kernels.
+        let prepared = tpusim::passes::PreparedModule::new(m).unwrap();
+        let dry = prepared
+            .compile_bodies(&CompilationConfig::default())
+            .unwrap();
+        assert_eq!(dry.kernels, c.kernels, "{name}: compile_bodies differs");
         assert_eq!(dry.stats, c.stats);
         assert_eq!(c.stats.output_instructions, c.module.instruction_count());
         // JSON view.

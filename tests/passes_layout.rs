@@ -574,7 +574,7 @@ fn prepared_module_compiles_like_compile() {
         let b = p.compile(cfg).unwrap();
         assert_eq!(print_module(&a.module), print_module(&b.module));
         assert_eq!(a.kernels, b.kernels);
-        let k = p.compile_kernels(cfg).unwrap();
+        let k = p.compile_bodies(cfg).unwrap();
         assert_eq!(k.kernels, a.kernels);
         assert_eq!(k.stats, a.stats);
     }

@@ -128,9 +128,9 @@ fn compiled_outputs_are_pinned() {
         );
         for (seed, cfg) in configs {
             let c = p.compile(&cfg).unwrap();
-            let k = p.compile_kernels(&cfg).unwrap();
-            assert_eq!(k.kernels, c.kernels, "{name} {seed:?}: compile_kernels");
-            assert_eq!(k.stats, c.stats, "{name} {seed:?}: compile_kernels stats");
+            let k = p.compile_bodies(&cfg).unwrap();
+            assert_eq!(k.kernels, c.kernels, "{name} {seed:?}: compile_bodies");
+            assert_eq!(k.stats, c.stats, "{name} {seed:?}: compile_bodies stats");
             let one_shot = tpusim::passes::compile(&m, &cfg).unwrap();
             assert_eq!(one_shot.kernels, c.kernels, "{name} {seed:?}: compile");
             let printed = print_module(&c.module);

@@ -276,11 +276,14 @@ fn estimate(
     let text = py
         .allow_threads(|| {
             let t = target(tpu, host_dispatch)?;
-            let c = compiled(&src, &cfg)?;
-            let p = tpusim::kernels::LoweredProgram::new(&c.module).map_err(|e| e.to_string())?;
-            let e = p
-                .estimate(&t, &tpusim::kernels::tile_overrides(&c.kernels))
-                .map_err(|e| format!("{}: error: {e}", src.label()))?;
+            let m = src.module()?;
+            let label = src.label();
+            // what `tpusim estimate` costs: the program compiled from the input
+            let e = tpusim::passes::PreparedModule::new(&m)
+                .map_err(tpusim::kernels::ProgramError::from)
+                .and_then(|p| tpusim::kernels::compile_program(&p, &cfg))
+                .and_then(|c| c.estimate(&t))
+                .map_err(|e| format!("{label}: error: {e}"))?;
             serde_json::to_string_pretty(&e).map_err(|e| e.to_string())
         })
         .map_err(err)?;

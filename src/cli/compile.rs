@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 use super::input::load_modules;
 use crate::hlo::print_module;
 use crate::ir::Module;
-use crate::kernels::{explain_kernel, tile_overrides, LoweredProgram};
-use crate::passes::{compile, CompilationConfig, CompiledModule};
+use crate::kernels::{
+    compile_program, explain_kernel, tile_overrides, CompiledProgram, ProgramError,
+};
+use crate::passes::{compile, CompilationConfig, CompiledModule, PreparedModule};
 use crate::tpu::TpuTarget;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -103,12 +105,9 @@ fn compiled(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<CompiledModule>
     Ok(load_and_compile(file, cfg)?.map(|(_, _, c)| c))
 }
 
-/// Load one module and compile it under the configuration file `cfg`: the input module,
-/// the configuration and the compiled module; errors are printed, `None` returned.
-pub(super) fn load_and_compile(
-    file: &Path,
-    cfg: &Option<PathBuf>,
-) -> Result<Option<(Module, CompilationConfig, CompiledModule)>> {
+/// Load one module and the configuration file `cfg`; errors are printed, `None`
+/// returned.
+fn load(file: &Path, cfg: &Option<PathBuf>) -> Result<Option<(Module, CompilationConfig)>> {
     let cfg = config(cfg)?;
     let mods = match load_modules(file, false) {
         Ok(m) => m,
@@ -117,10 +116,20 @@ pub(super) fn load_and_compile(
             return Ok(None);
         }
     };
-    let Some(m) = mods.into_iter().next() else {
+    Ok(mods.into_iter().next().map(|m| (m.module, cfg)))
+}
+
+/// Load one module and compile it under the configuration file `cfg` into the output
+/// module, to be printed: the input module, the configuration and the compiled module;
+/// errors are printed, `None` returned.
+pub(super) fn load_and_compile(
+    file: &Path,
+    cfg: &Option<PathBuf>,
+) -> Result<Option<(Module, CompilationConfig, CompiledModule)>> {
+    let Some((m, cfg)) = load(file, cfg)? else {
         return Ok(None);
     };
-    let c = match compile(&m.module, &cfg) {
+    let c = match compile(&m, &cfg) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}: error: {e}", file.display());
@@ -139,7 +148,33 @@ pub(super) fn load_and_compile(
     for n in &c.notes {
         eprintln!("note: {n}");
     }
-    Ok(Some((m.module, cfg, c)))
+    Ok(Some((m, cfg, c)))
+}
+
+/// Load one module and compile it under the configuration file `cfg` into the program
+/// every cost is taken from ([`compile_program`]; no output module is built): the input
+/// module, the configuration and the program; errors are printed, `None` returned.
+pub(super) fn load_and_lower(
+    file: &Path,
+    cfg: &Option<PathBuf>,
+) -> Result<Option<(Module, CompilationConfig, CompiledProgram)>> {
+    let Some((m, cfg)) = load(file, cfg)? else {
+        return Ok(None);
+    };
+    let c = match PreparedModule::new(&m)
+        .map_err(ProgramError::from)
+        .and_then(|p| compile_program(&p, &cfg))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: error: {e}", file.display());
+            return Ok(None);
+        }
+    };
+    for n in &c.notes {
+        eprintln!("note: {n}");
+    }
+    Ok(Some((m, cfg, c)))
 }
 
 pub fn compile_cmd(a: CompileArgs) -> Result<i32> {
@@ -170,11 +205,10 @@ pub fn estimate_cmd(a: EstimateArgs) -> Result<i32> {
     let [file] = a.files.as_slice() else {
         anyhow::bail!("estimate takes one FILE (several only with --runs)");
     };
-    let Some(c) = compiled(file, &a.config)? else {
+    let Some((_, _, c)) = load_and_lower(file, &a.config)? else {
         return Ok(1);
     };
-    let p = LoweredProgram::new(&c.module)?;
-    let e = match p.estimate(&t, &tile_overrides(&c.kernels)) {
+    let e = match c.estimate(&t) {
         Ok(e) => e,
         Err(err) => {
             eprintln!("{}: error: {err}", file.display());

@@ -5,8 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 
-use super::compile::{load_and_compile, target};
-use crate::kernels::{estimate_program, tile_overrides};
+use super::compile::{load_and_compile, load_and_lower, target};
 use crate::progress::{Progress, ProgressMode};
 use crate::proto::tuning::write_file_atomic;
 use crate::report::html::roofline_title;
@@ -61,10 +60,10 @@ pub struct ReportArgs {
 
 pub fn roofline_cmd(a: RooflineArgs) -> Result<i32> {
     let t = target(&a.tpu, false)?;
-    let Some((_, _, c)) = load_and_compile(&a.file, &a.config)? else {
+    let Some((_, _, c)) = load_and_lower(&a.file, &a.config)? else {
         return Ok(1);
     };
-    let e = match estimate_program(&c.module, &t, &tile_overrides(&c.kernels)) {
+    let e = match c.estimate(&t) {
         Ok(e) => e,
         Err(err) => {
             eprintln!("{}: error: {err}", a.file.display());

@@ -5,8 +5,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 
-use super::compile::{load_and_compile, target};
-use crate::kernels::{tile_overrides, LoweredProgram};
+use super::compile::{load_and_lower, target};
 use crate::proto::tuning::write_file_atomic;
 use crate::sweep::plot::BOTTLENECKS;
 use crate::sweep::target::target_sweep;
@@ -49,11 +48,10 @@ pub fn sweep_target(a: TargetArgs) -> Result<i32> {
         .iter()
         .map(|n| target(n, false))
         .collect::<Result<Vec<_>>>()?;
-    let Some((_, _, c)) = load_and_compile(&a.file, &a.config)? else {
+    let Some((_, _, c)) = load_and_lower(&a.file, &a.config)? else {
         return Ok(1);
     };
-    let program = LoweredProgram::new(&c.module)?;
-    let s = match target_sweep(&program, &tile_overrides(&c.kernels), &targets) {
+    let s = match target_sweep(&c.program, &c.tiles(), &targets) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{}: error: {e}", a.file.display());

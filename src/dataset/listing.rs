@@ -2,7 +2,7 @@
 //! unit, `[[tile]] kernel = …`) and its configurable nodes (the layout collection's,
 //! `[[layout]] node = …`), with their indices. `tpusim list` prints it.
 //!
-//! The kernels are the compiler's ([`crate::passes::compile`]); the nodes are the layout
+//! The kernels are the compiler's ([`crate::kernels::compile_program`]); the nodes are the layout
 //! evaluator's ([`LayoutEvaluator::nodes`]), in the order of `generate layout`'s
 //! `node_config_ids` and `node_config_feat` rows.
 
@@ -11,8 +11,8 @@ use serde::Serialize;
 use super::graph::{encode_graph, GraphError};
 use super::layout_eval::{LayoutEvalError, LayoutEvaluator};
 use crate::ir::Module;
-use crate::kernels::{LoweredProgram, ProgramError};
-use crate::passes::{compile, CompilationConfig, CompileError, KernelKind};
+use crate::kernels::{compile_program, ProgramError};
+use crate::passes::{CompilationConfig, CompileError, KernelKind, PreparedModule};
 use crate::tpu::{default_tile, TileConfig, TpuTarget};
 
 /// One kernel of the compiled module.
@@ -82,8 +82,8 @@ pub fn list_kernels(
     config: &CompilationConfig,
     target: &TpuTarget,
 ) -> Result<Vec<KernelEntry>, ListingError> {
-    let c = compile(module, config)?;
-    let program = LoweredProgram::new(&c.module)?;
+    let c = compile_program(&PreparedModule::new(module)?, config)?;
+    let program = &c.program;
     Ok(c.kernels
         .iter()
         .map(|k| {

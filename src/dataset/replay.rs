@@ -11,7 +11,7 @@
 use rayon::prelude::*;
 
 use crate::dataset::layout_eval::remembered_ns;
-use crate::kernels::{KernelMemo, LoweredProgram, ProgramError, TileOverrides};
+use crate::kernels::{compile_program, KernelMemo, ProgramError, TileOverrides};
 use crate::passes::{CompilationConfig, CompileError, LayoutEntry, NodeRef, PreparedModule};
 use crate::proto::{ModuleTuning, ProtoError, Run, RunConfig};
 use crate::tpu::{TileConfig, TpuTarget};
@@ -65,12 +65,12 @@ pub fn predict_runs(
     let module = mt.module_ir()?.ok_or(ReplayError::NoModule)?;
     let prepared = PreparedModule::new(&module)?;
     // The default compilation serves every tile run.
-    let base = prepared.compile(&CompilationConfig::default())?;
-    let base_prog = LoweredProgram::new(&base.module)?;
+    let base_prog = compile_program(&prepared, &CompilationConfig::default())?.program;
     // layout runs share most of their kernels: lowered and evaluated once
     let memo = KernelMemo::new(&module, target);
+    // a tile run tunes the module's kernel: its entry root (the compiler keeps the name)
     let root_kernel = {
-        let e = base.module.entry();
+        let e = module.entry();
         e.instr(e.root).name.to_string()
     };
     let run_one = |run: &Run| -> Result<f64, ProgramError> {

@@ -30,23 +30,42 @@ pub type TileOverrides = HashMap<String, TileConfig>;
 
 pub use crate::analysis::while_loop::{TripSource, DEFAULT_TRIP_COUNT};
 
-/// A configuration compiled and lowered ([`compile_program`]).
+/// A configuration compiled and lowered ([`compile_program`]): what every command
+/// costs (`estimate`, `sweep`, `report`, the labels of `generate`, replays).
 #[derive(Debug, Clone)]
 pub struct CompiledProgram {
     pub program: LoweredProgram,
     /// The compiler's kernel list (with the configuration's tiles).
     pub kernels: Vec<Kernel>,
     pub stats: CompileStats,
+    /// Fusion overrides that could not be honoured, with the reason.
+    pub notes: Vec<String>,
 }
 
-/// Compiles `config` on `prepared` and lowers every kernel from the kernel bodies
-/// ([`PreparedModule::compile_bodies`]) instead of the fused computations of the output
-/// module. A straight-line program is then the kernel list in order; for any other
-/// program the compiler also builds the output module without the contents of its
-/// fusions (a skeleton), whose loops, conditionals and called computations are walked
-/// as [`LoweredProgram::new`] walks the full module. Either way the program equals
-/// `LoweredProgram::new(&prepared.compile(config)?.module)` (`tests/compile_bodies.rs`),
-/// without building what makes the output module expensive.
+impl CompiledProgram {
+    /// The configuration's tiles, by kernel name ([`tile_overrides`]).
+    pub fn tiles(&self) -> TileOverrides {
+        tile_overrides(&self.kernels)
+    }
+
+    /// The program's estimate on `target` under the configuration's tiles: what
+    /// `tpusim estimate` prints.
+    pub fn estimate(&self, target: &TpuTarget) -> Result<ProgramEstimate, ProgramError> {
+        self.program.estimate(target, &self.tiles())
+    }
+
+    /// [`CompiledProgram::estimate`]'s total, ns.
+    pub fn total_ns(&self, target: &TpuTarget) -> Result<f64, ProgramError> {
+        self.program.total_ns(target, &self.tiles())
+    }
+}
+
+/// Compiles `config` on `prepared` and lowers every kernel from the compilation's kernel
+/// bodies ([`PreparedModule::compile_bodies`]), never from an output module: a
+/// straight-line program is the kernel list in order; any other program's loops,
+/// conditionals and input fusions are walked on the compilation's skeleton. The program
+/// equals `LoweredProgram::new(&prepared.compile(config)?.module)`, the lowering of the
+/// module `tpusim compile` prints (`tests/compile_bodies.rs`), without building it.
 pub fn compile_program(
     prepared: &PreparedModule,
     config: &CompilationConfig,
@@ -64,34 +83,13 @@ pub fn compile_program_with(
     config: &CompilationConfig,
     memo: Option<&KernelMemo>,
 ) -> Result<CompiledProgram, ProgramError> {
-    if prepared.is_straight_line() {
-        let c = prepared.compile_bodies(config)?;
-        let program = LoweredProgram::lowered_bodies(prepared.module(), &c, memo)?;
-        return Ok(CompiledProgram {
-            program,
-            kernels: c.kernels,
-            stats: c.stats,
-        });
-    }
-    let (skeleton, c) = prepared.compile_skeleton(config)?;
-    let at = c
-        .kernels
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.fused_computation.is_some())
-        .map(|(i, k)| ((k.computation, k.instruction), i))
-        .collect();
-    let hook = BodyHook {
-        input: prepared.module(),
-        bodies: &c.bodies,
-        at,
-        memo,
-    };
-    let program = LoweredProgram::walked(&skeleton, Some(hook))?;
+    let c = prepared.compile_bodies(config)?;
+    let program = LoweredProgram::lowered(prepared.module(), &c, memo)?;
     Ok(CompiledProgram {
         program,
         kernels: c.kernels,
         stats: c.stats,
+        notes: c.notes,
     })
 }
 
@@ -126,10 +124,6 @@ pub enum ProgramError {
         /// Name of the fusion instruction that calls its computation.
         fusion: String,
     },
-    /// [`LoweredProgram::from_bodies`] on a program with loops, conditionals, async
-    /// operations or input fusions.
-    #[error("module `{0}` is not straight-line code (loops, conditionals, async operations or fusions): lower its compiled module")]
-    NotStraightLine(String),
     /// Computations call each other recursively or nest too deeply.
     #[error("computation `{0}` is called recursively or nested deeper than 64 levels")]
     Recursion(String),
@@ -449,28 +443,29 @@ impl LoweredProgram {
         Ok(Self::assemble(w.kernels, nodes, w.loops, memo_target))
     }
 
-    /// Lowers the kernels listed by [`crate::passes::PreparedModule::compile_bodies`]
-    /// for a straight-line program (`module` is the input module): the same program
-    /// as `LoweredProgram::new(&prepared.compile(config)?.module)`, without the module.
-    /// For a program that is not straight-line
-    /// ([`crate::passes::PreparedModule::is_straight_line`]) the kernel list alone
-    /// misses loop trip counts and branches: that is an error
-    /// ([`ProgramError::NotStraightLine`]); lower the compiled module instead.
-    pub fn from_bodies(
-        module: &Module,
-        compiled: &crate::passes::CompiledBodies<'_>,
-    ) -> Result<Self, ProgramError> {
-        Self::lowered_bodies(module, compiled, None)
-    }
-
-    /// [`LoweredProgram::from_bodies`] through a memo.
-    fn lowered_bodies(
+    /// Lowers a compilation ([`compile_program_with`]; `module` is the input module):
+    /// a straight-line program from its kernel list, any other by walking its skeleton
+    /// with the compiler-made fusions lowered from their bodies.
+    fn lowered(
         module: &Module,
         compiled: &crate::passes::CompiledBodies<'_>,
         memo: Option<&KernelMemo>,
     ) -> Result<Self, ProgramError> {
-        if !compiled.straight_line {
-            return Err(ProgramError::NotStraightLine(module.name.clone()));
+        if let Some(skeleton) = &compiled.skeleton {
+            let at = compiled
+                .kernels
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.fused_computation.is_some())
+                .map(|(i, k)| ((k.computation, k.instruction), i))
+                .collect();
+            let hook = BodyHook {
+                input: module,
+                bodies: &compiled.bodies,
+                at,
+                memo,
+            };
+            return Self::walked(skeleton, Some(hook));
         }
         let mut kernels = Vec::with_capacity(compiled.bodies.len());
         let mut nodes = Vec::with_capacity(compiled.bodies.len());

@@ -1,7 +1,9 @@
-//! Build the output module from the flattened, laid-out computations and the fusion
+//! Build the compiled program from the flattened, laid-out computations and the fusion
 //! plans (each input instruction is cloned exactly once per place it appears), and list
-//! its kernels. In *dry* mode nothing is built: names, ids and kernels come out exactly
-//! as in a full run, which is all a cost model needs (see [`super::compile_kernels`]).
+//! its kernels, in one of two modes ([`EmitMode`]): the program the cost model reads (the
+//! instructions of every kernel, and for a program with loops or conditionals the output
+//! module's skeleton), or the output module itself, built only to be printed. Names, ids
+//! and kernels come out the same in both.
 
 use indexmap::IndexMap;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
@@ -25,24 +27,21 @@ use crate::ir::{
 /// What the emitter builds besides the kernel list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum EmitMode {
-    /// The output module.
+    /// What the cost model reads: the instructions of each kernel ([`KernelBodies`]),
+    /// and with `skeleton` the output module without the contents of the fusions the
+    /// compiler makes (their computations are empty placeholders: not valid HLO, only
+    /// for walking the program's loops, conditionals and input fusions).
+    Program { skeleton: bool },
+    /// The output module, to be printed.
     Module,
-    /// Nothing (names, ids and kernels as in a full run).
-    Dry,
-    /// The instructions of each kernel ([`KernelBodies`]), no module.
-    Bodies,
-    /// The kernel bodies, and the output module without the contents of the fusions
-    /// the compiler makes (their computations are empty placeholders: not valid HLO, only
-    /// for walking the program's structure).
-    Skeleton,
 }
 
 /// Output of the emitter.
 pub(crate) struct Emitted<'a> {
-    /// In [`EmitMode::Module`] (and the skeleton of [`EmitMode::Skeleton`]).
+    /// In [`EmitMode::Module`], and the skeleton of `EmitMode::Program { skeleton: true }`.
     pub module: Option<Module>,
     pub kernels: Vec<Kernel>,
-    /// In [`EmitMode::Bodies`] and [`EmitMode::Skeleton`], one per kernel (else empty).
+    /// In [`EmitMode::Program`], one per kernel (else empty).
     pub bodies: KernelBodies<'a>,
     /// Instructions of the (would-be) output module.
     pub instructions: usize,
@@ -352,7 +351,7 @@ struct NodeBuffers {
     shapes: ShapeCache,
     body_nodes: BodyNodes,
     remapped: RemapCache,
-    /// Kernels (and their bodies in [`EmitMode::Bodies`]) in emission order, taken out
+    /// Kernels (and their bodies in [`EmitMode::Program`]) in emission order, taken out
     /// in execution order.
     all: Vec<Option<(Kernel, Option<BodySpan>)>>,
     /// Output id of each node (NONE until emitted).
@@ -438,8 +437,9 @@ impl RemapCache {
 struct Emitter<'e, 'a> {
     m: &'a Module,
     names: &'e mut Namer<'a>,
+    /// Build no module (`EmitMode::Program` without a skeleton).
     dry: bool,
-    /// List kernel bodies (`EmitMode::Bodies` and `EmitMode::Skeleton`).
+    /// List kernel bodies ([`EmitMode::Program`]).
     bodies: bool,
     /// Their instructions, kernel after kernel in emission order.
     arena: Vec<BodyInstr>,
@@ -1186,8 +1186,8 @@ impl FusionInputs {
     }
 }
 
-/// Emit the compiled module (or, by `mode`, nothing or the kernel bodies) and its
-/// kernels in execution order.
+/// Emit the compiled program (by `mode`: the kernel bodies, with or without the
+/// skeleton, or the output module) and its kernels in execution order.
 pub(crate) fn emit<'a>(
     flat: &mut Flat<'a>,
     plans: &[FusionPlan],
@@ -1197,8 +1197,8 @@ pub(crate) fn emit<'a>(
     let m = flat.module;
     scratch.nodes.all.clear();
     let nflat = flat.comps.len();
-    let dry = matches!(mode, EmitMode::Dry | EmitMode::Bodies);
-    let bodies = matches!(mode, EmitMode::Bodies | EmitMode::Skeleton);
+    let dry = mode == EmitMode::Program { skeleton: false };
+    let bodies = matches!(mode, EmitMode::Program { .. });
     if bodies {
         scratch.nodes.body_nodes.reset(flat);
     }

@@ -101,18 +101,9 @@ pub fn compile(
     PreparedModule::new(module)?.compile(config)
 }
 
-/// Kernels of a compilation without building the output module.
-#[derive(Debug, Clone)]
-pub struct CompiledKernels {
-    /// Exactly `compile(module, config)?.kernels` (same names, ids, shapes, order).
-    pub kernels: Vec<Kernel>,
-    pub stats: CompileStats,
-    pub notes: Vec<String>,
-}
-
-/// Kernels of a compilation with their instructions, without building the output
-/// module ([`PreparedModule::compile_bodies`]). `'m` is the input module's lifetime:
-/// the bodies borrow its attributes.
+/// A compilation as the cost model reads it ([`PreparedModule::compile_bodies`]): the
+/// kernels with their instructions, without building the output module. `'m` is the
+/// input module's lifetime: the bodies borrow its attributes.
 #[derive(Debug, Clone)]
 pub struct CompiledBodies<'m> {
     /// Exactly `compile(module, config)?.kernels`.
@@ -121,19 +112,14 @@ pub struct CompiledBodies<'m> {
     pub bodies: KernelBodies<'m>,
     /// [`PreparedModule::is_straight_line`]: the kernels in order are the whole program.
     pub straight_line: bool,
+    /// For a program that is not straight-line, the output module without the contents
+    /// of the fusions the compiler makes (their computations are empty placeholders, so
+    /// it is not valid HLO and never leaves the crate): the program's loops,
+    /// conditionals, called computations and input fusions, which
+    /// `kernels::compile_program` walks.
+    pub(crate) skeleton: Option<Module>,
     pub stats: CompileStats,
     pub notes: Vec<String>,
-}
-
-/// Everything [`compile`] decides, without materialising the compiled module: the kernel
-/// list (identical to `compile(..).kernels`) and the counters. The output module has
-/// ~3.5× more instructions than the input (fused clones, parameters); building it
-/// dominates `compile`'s time.
-pub fn compile_kernels(
-    module: &Module,
-    config: &CompilationConfig,
-) -> Result<CompiledKernels, CompileError> {
-    PreparedModule::new(module)?.compile_kernels(config)
 }
 
 /// A module prepared for many compilations (one per configuration): node
@@ -201,19 +187,6 @@ impl<'m> PreparedModule<'m> {
         })
     }
 
-    /// Same as [`compile_kernels`].
-    pub fn compile_kernels(
-        &self,
-        config: &CompilationConfig,
-    ) -> Result<CompiledKernels, CompileError> {
-        let (_, kernels, _, stats, notes) = self.run(config, EmitMode::Dry)?;
-        Ok(CompiledKernels {
-            kernels,
-            stats,
-            notes,
-        })
-    }
-
     /// Whether the compiled program is straight-line code: one computation (calls
     /// inlined) without `while`, `conditional`, async operations or fusions of the input.
     /// Then its kernels in order are the whole program, and
@@ -229,49 +202,36 @@ impl<'m> PreparedModule<'m> {
         })
     }
 
-    /// [`compile_kernels`] plus the instructions of every kernel ([`KernelBody`]: what
-    /// the kernels of the output module would hold), without building the output
-    /// module. `kernels::LoweredProgram::from_bodies` lowers them exactly as it lowers
-    /// the module of [`PreparedModule::compile`] when the program
-    /// [`is_straight_line`](Self::is_straight_line). This is the compilation a dataset
-    /// generator runs for every configuration.
+    /// The compilation every cost is taken from: the kernels and the instructions of
+    /// each ([`KernelBody`]: what the kernels of the output module would hold), and for
+    /// a program that is not [straight-line](Self::is_straight_line) the skeleton of the
+    /// output module, without building the module itself (it has ~3.5× the input's
+    /// instructions, and building it dominates [`PreparedModule::compile`]).
+    /// `kernels::compile_program` lowers it exactly as `kernels::LoweredProgram::new`
+    /// lowers the module of [`PreparedModule::compile`] (`tests/compile_bodies.rs`).
     pub fn compile_bodies(
         &self,
         config: &CompilationConfig,
     ) -> Result<CompiledBodies<'m>, CompileError> {
-        let (_, kernels, bodies, stats, notes) = self.run(config, EmitMode::Bodies)?;
+        let straight_line = self.is_straight_line();
+        let mode = EmitMode::Program {
+            skeleton: !straight_line,
+        };
+        let (skeleton, kernels, bodies, stats, notes) = self.run(config, mode)?;
+        if skeleton.is_none() != straight_line {
+            return Err(CompileError::Verify {
+                module: self.module.name.clone(),
+                message: "internal: the skeleton does not match the program's shape".into(),
+            });
+        }
         Ok(CompiledBodies {
             kernels,
             bodies,
-            straight_line: self.is_straight_line(),
+            straight_line,
+            skeleton,
             stats,
             notes,
         })
-    }
-
-    /// [`compile_bodies`](Self::compile_bodies) plus the output module without the
-    /// contents of the fusions the compiler makes: their computations are empty
-    /// placeholders, so the module is not valid HLO and never leaves the crate. It has
-    /// the program's structure (loops, conditionals, called computations, input
-    /// fusions), which `kernels::compile_program` walks for a program that is not
-    /// straight-line.
-    pub(crate) fn compile_skeleton(
-        &self,
-        config: &CompilationConfig,
-    ) -> Result<(Module, CompiledBodies<'m>), CompileError> {
-        let (module, kernels, bodies, stats, notes) = self.run(config, EmitMode::Skeleton)?;
-        let module = module.ok_or_else(|| CompileError::Verify {
-            module: self.module.name.clone(),
-            message: "internal: no module emitted".into(),
-        })?;
-        let c = CompiledBodies {
-            kernels,
-            bodies,
-            straight_line: self.is_straight_line(),
-            stats,
-            notes,
-        };
-        Ok((module, c))
     }
 
     fn run(

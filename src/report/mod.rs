@@ -14,10 +14,12 @@ use std::collections::HashSet;
 
 use crate::ir::Module;
 use crate::kernels::{
-    estimate_program, explain_kernel, find_kernel, tile_overrides, KernelExplanation, ProgramError,
+    compile_program, explain_kernel, find_kernel, tile_overrides, KernelExplanation, ProgramError,
     ProgramEstimate,
 };
-use crate::passes::{configurable_nodes, CompilationConfig, CompileStats, CompiledModule};
+use crate::passes::{
+    configurable_nodes, CompilationConfig, CompileStats, CompiledModule, PreparedModule,
+};
 use crate::sweep::{layout_sweep, tile_sweep, LayoutSweep, SweepError, Tensor, TileSweep};
 use crate::tpu::TpuTarget;
 
@@ -113,7 +115,10 @@ pub fn build(
 ) -> Result<Report, ReportError> {
     let c = input.compiled;
     let t = input.target;
-    let estimate = estimate_program(&c.module, t, &tile_overrides(&c.kernels))?;
+    // what `tpusim estimate` prints: the program compiled from the input, not the
+    // printed module lowered again
+    let prepared = PreparedModule::new(input.module).map_err(ProgramError::from)?;
+    let estimate = compile_program(&prepared, input.config)?.estimate(t)?;
     let order = by_cost(&estimate);
     let share = |i: usize| {
         let r = &estimate.kernels[i];
