@@ -26,6 +26,7 @@
 pub mod analysis;
 pub mod atomic;
 pub mod cli;
+pub mod csv_text;
 pub mod dataset;
 pub mod eval;
 pub mod hlo;

@@ -18,9 +18,9 @@
 //! the release's tree (`.../tile/xla/SPLIT/STEM.npz`,
 //! `.../layout/SOURCE/SEARCH/SPLIT/STEM.npz`), else the file's stem.
 
+use crate::csv_text::CsvText;
 use anyhow::{Context, Result};
 use clap::Args;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::compile::target;
@@ -214,9 +214,9 @@ pub fn predict(a: PredictArgs) -> Result<i32> {
     let files = collect(&a.inputs)?;
     let bar = Progress::new(ProgressMode::for_stderr(a.quiet), 0, "configs");
     let mut csv = if a.kaggle {
-        String::from("ID,TopConfigs\n")
+        CsvText::new(&["ID", "TopConfigs"])
     } else {
-        String::from("ID,config_index,predicted_runtime_ns\n")
+        CsvText::new(&["ID", "config_index", "predicted_runtime_ns"])
     };
     let mut seen: std::collections::HashMap<String, PathBuf> = Default::default();
     let (mut rows, mut failed, mut ok_files) = (0usize, 0usize, 0usize);
@@ -248,21 +248,21 @@ pub fn predict(a: PredictArgs) -> Result<i32> {
                     .iter()
                     .map(|i| i.to_string())
                     .collect();
-                let _ = writeln!(csv, "{id},{}", top.join(";"));
+                csv.row([id.clone(), top.join(";")]);
             }
             for (j, r) in preds.iter().enumerate() {
                 rows += 1;
                 match r {
                     Ok(ns) => {
                         if !a.kaggle {
-                            let _ = writeln!(csv, "{id},{j},{}", ns.round() as i64);
+                            csv.row([id.clone(), j.to_string(), (ns.round() as i64).to_string()]);
                         }
                     }
                     Err(e) => {
                         failed += 1;
                         bar.suspend(|| eprintln!("{}: {id} row {j}: {e}", file.display()));
                         if !a.kaggle {
-                            let _ = writeln!(csv, "{id},{j},");
+                            csv.row([id.clone(), j.to_string(), String::new()]);
                         }
                     }
                 }
@@ -270,7 +270,7 @@ pub fn predict(a: PredictArgs) -> Result<i32> {
         }
     }
     bar.finish_and_clear();
-    write_file_atomic(&a.out, csv.as_bytes())?;
+    write_file_atomic(&a.out, csv.finish().as_bytes())?;
     outln!(
         "{ok_files} files, {rows} configurations predicted ({failed} could not be costed), \
          {bad_files} files failed; written to {}",

@@ -4,8 +4,8 @@
 //!
 //! The predictions are [`crate::dataset::replay::predict_runs`]'s.
 
+use crate::csv_text::CsvText;
 use anyhow::Result;
-use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::dataset::replay::predict_runs;
@@ -44,7 +44,7 @@ pub fn replay(
     }
     let total: usize = modules.iter().map(|(_, _, m)| m.runs.len()).sum();
     let bar = Progress::new(progress, total as u64, "runs");
-    let mut csv = String::from("ID,config_index,predicted_runtime_ns\n");
+    let mut csv = CsvText::new(&["ID", "config_index", "predicted_runtime_ns"]);
     let (mut rows, mut failed) = (0, 0);
     for (file, id, m) in modules {
         for (j, r) in predict_runs(m, target, &|| bar.inc(1))?
@@ -54,17 +54,17 @@ pub fn replay(
             rows += 1;
             match r {
                 Ok(ns) => {
-                    let _ = writeln!(csv, "{id},{j},{}", ns.round() as i64);
+                    csv.row([id.clone(), j.to_string(), (ns.round() as i64).to_string()]);
                 }
                 Err(e) => {
                     failed += 1;
                     bar.suspend(|| eprintln!("{}: {id} run {j}: {e}", file.display()));
-                    let _ = writeln!(csv, "{id},{j},");
+                    csv.row([id.clone(), j.to_string(), String::new()]);
                 }
             }
         }
     }
     bar.finish_and_clear();
-    write_file_atomic(out, csv.as_bytes())?;
+    write_file_atomic(out, csv.finish().as_bytes())?;
     Ok((rows, failed))
 }

@@ -184,26 +184,35 @@ impl Roofline {
 
     /// CSV: one line per point.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(
-            "kernel,kind,bottleneck,untiled,flops,bytes,flop_per_byte,flop_per_s,total_ns,multiplier,share\n",
-        );
+        let mut s = crate::csv_text::CsvText::new(&[
+            "kernel",
+            "kind",
+            "bottleneck",
+            "untiled",
+            "flops",
+            "bytes",
+            "flop_per_byte",
+            "flop_per_s",
+            "total_ns",
+            "multiplier",
+            "share",
+        ]);
         for p in &self.points {
-            s.push_str(&format!(
-                "{},{},{:?},{},{},{},{},{},{},{},{}\n",
-                p.kernel,
-                p.kind,
-                p.bottleneck,
-                p.untiled,
-                p.flops,
-                p.bytes,
-                p.intensity,
-                p.flops_per_s,
-                p.total_ns,
-                p.multiplier,
-                p.share
-            ));
+            s.row([
+                p.kernel.to_string(),
+                p.kind.to_string(),
+                format!("{:?}", p.bottleneck),
+                p.untiled.to_string(),
+                p.flops.to_string(),
+                p.bytes.to_string(),
+                p.intensity.to_string(),
+                p.flops_per_s.to_string(),
+                p.total_ns.to_string(),
+                p.multiplier.to_string(),
+                p.share.to_string(),
+            ]);
         }
-        s
+        s.finish()
     }
 
     /// The chart (log–log): the HBM ceiling rising to the ridge, the MXU ceiling flat

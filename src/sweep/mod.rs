@@ -253,47 +253,65 @@ pub fn tile_sweep(
 impl TileSweep {
     /// CSV: one line per row.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(
-            "kernel,dim,label,extent,tile,bound,tiles,default,fits_vmem,total_ns,mxu_ns,vpu_ns,xlu_ns,\
-             hbm_ns,overhead_ns,hbm_bytes,vmem_bytes,steps,bottleneck\n",
-        );
+        let mut s = crate::csv_text::CsvText::new(&[
+            "kernel",
+            "dim",
+            "label",
+            "extent",
+            "tile",
+            "bound",
+            "tiles",
+            "default",
+            "fits_vmem",
+            "total_ns",
+            "mxu_ns",
+            "vpu_ns",
+            "xlu_ns",
+            "hbm_ns",
+            "overhead_ns",
+            "hbm_bytes",
+            "vmem_bytes",
+            "steps",
+            "bottleneck",
+        ]);
         for r in &self.rows {
-            let label = &self.labels[r.dim];
-            let ext = self.extents[r.dim];
             let (bound, tiles) = match &r.bound {
                 Some((f, b)) => (f.clone(), b.to_string()),
                 None => (String::new(), String::new()),
             };
-            let lead = format!(
-                "{},{},{},{},{},{},{},{},{}",
-                self.kernel,
-                r.dim,
-                label,
-                ext,
-                r.tile,
+            let mut row = vec![
+                self.kernel.to_string(),
+                r.dim.to_string(),
+                self.labels[r.dim].to_string(),
+                self.extents[r.dim].to_string(),
+                r.tile.to_string(),
                 bound,
                 tiles,
-                r.is_default,
-                r.estimate.is_some()
-            );
+                r.is_default.to_string(),
+                r.estimate.is_some().to_string(),
+            ];
+            let vmem = r.vmem_bytes.to_string();
             match &r.estimate {
-                Some(e) => s.push_str(&format!(
-                    "{lead},{},{},{},{},{},{},{},{},{},{:?}\n",
-                    e.total_ns,
-                    e.mxu_ns,
-                    e.vpu_ns,
-                    e.xlu_ns,
-                    e.hbm_ns,
-                    e.overhead_ns,
-                    e.hbm_bytes,
-                    r.vmem_bytes,
-                    e.steps,
-                    e.bottleneck
-                )),
-                None => s.push_str(&format!("{lead},,,,,,,,{},,\n", r.vmem_bytes)),
+                Some(e) => row.extend([
+                    e.total_ns.to_string(),
+                    e.mxu_ns.to_string(),
+                    e.vpu_ns.to_string(),
+                    e.xlu_ns.to_string(),
+                    e.hbm_ns.to_string(),
+                    e.overhead_ns.to_string(),
+                    e.hbm_bytes.to_string(),
+                    vmem,
+                    e.steps.to_string(),
+                    format!("{:?}", e.bottleneck),
+                ]),
+                None => {
+                    row.extend(std::iter::repeat_n(String::new(), 7));
+                    row.extend([vmem, String::new(), String::new()]);
+                }
             }
+            s.row(row);
         }
-        s
+        s.finish()
     }
 }
 
@@ -505,20 +523,27 @@ impl LayoutSweep {
 
     /// CSV: one line per row.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from("node,tensor,layout,total_ns,vs_compiler,copies,kernels\n");
+        let mut s = crate::csv_text::CsvText::new(&[
+            "node",
+            "tensor",
+            "layout",
+            "total_ns",
+            "vs_compiler",
+            "copies",
+            "kernels",
+        ]);
         let b = self.baseline_ns();
         for r in &self.rows {
-            s.push_str(&format!(
-                "{},{},\"{}\",{},{},{},{}\n",
-                self.node,
-                self.tensor.name(),
+            s.row([
+                self.node.to_string(),
+                self.tensor.name().to_string(),
                 layout_text(&r.layout),
-                r.total_ns,
-                if b > 0.0 { r.total_ns / b } else { 0.0 },
-                r.copies,
-                r.kernels
-            ));
+                r.total_ns.to_string(),
+                (if b > 0.0 { r.total_ns / b } else { 0.0 }).to_string(),
+                r.copies.to_string(),
+                r.kernels.to_string(),
+            ]);
         }
-        s
+        s.finish()
     }
 }

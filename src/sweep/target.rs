@@ -179,29 +179,37 @@ impl TargetSweep {
 
     /// CSV: one line per kernel and target.
     pub fn to_csv(&self) -> String {
-        let mut s = String::from(
-            "target,program_ns,kernel,kind,multiplier,total_ns,share,bottleneck,untiled,changes\n",
-        );
+        let mut s = crate::csv_text::CsvText::new(&[
+            "target",
+            "program_ns",
+            "kernel",
+            "kind",
+            "multiplier",
+            "total_ns",
+            "share",
+            "bottleneck",
+            "untiled",
+            "changes",
+        ]);
         for (ti, t) in self.targets.iter().enumerate() {
             for k in &self.kernels {
                 if let Some(o) = k.on.get(ti) {
-                    s.push_str(&format!(
-                        "{},{},{},{},{},{},{},{:?},{},{}\n",
-                        t.target,
-                        t.total_ns,
-                        k.kernel,
-                        k.kind,
-                        o.multiplier,
-                        o.total_ns,
-                        o.share,
-                        o.bottleneck,
-                        o.untiled,
-                        k.changes
-                    ));
+                    s.row([
+                        t.target.to_string(),
+                        t.total_ns.to_string(),
+                        k.kernel.to_string(),
+                        k.kind.to_string(),
+                        o.multiplier.to_string(),
+                        o.total_ns.to_string(),
+                        o.share.to_string(),
+                        format!("{:?}", o.bottleneck),
+                        o.untiled.to_string(),
+                        k.changes.to_string(),
+                    ]);
                 }
             }
         }
-        s
+        s.finish()
     }
 
     /// The chart: the program's time on each target as a bar split by bottleneck, and
