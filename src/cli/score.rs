@@ -183,12 +183,12 @@ pub fn score(a: ScoreArgs) -> Result<i32> {
         let progress = ProgressMode::for_stderr(a.quiet);
         let r = analytical_rankings(&a.data, pb_root, &a.split, &ids, &t, progress)?;
         if let Some(out) = &a.analytical_out {
-            let mut csv = String::from("ID,TopConfigs\n");
+            let mut csv = crate::csv_text::CsvText::new(&["ID", "TopConfigs"]);
             for x in &r {
                 let top: Vec<String> = x.top.iter().map(|i| i.to_string()).collect();
-                csv.push_str(&format!("{},{}\n", x.id, top.join(";")));
+                csv.row([x.id.clone(), top.join(";")]);
             }
-            crate::proto::write_file_atomic(out, csv.as_bytes())?;
+            crate::proto::write_file_atomic(out, csv.finish().as_bytes())?;
         }
         columns.push(Column {
             name: format!("analytical ({})", t.name),
