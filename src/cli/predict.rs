@@ -214,9 +214,9 @@ pub fn predict(a: PredictArgs) -> Result<i32> {
     let files = collect(&a.inputs)?;
     let bar = Progress::new(ProgressMode::for_stderr(a.quiet), 0, "configs");
     let mut csv = if a.kaggle {
-        CsvText::new(&["ID", "TopConfigs"])
+        CsvText::new("ID,TopConfigs")
     } else {
-        CsvText::new(&["ID", "config_index", "predicted_runtime_ns"])
+        CsvText::new("ID,config_index,predicted_runtime_ns")
     };
     let mut seen: std::collections::HashMap<String, PathBuf> = Default::default();
     let (mut rows, mut failed, mut ok_files) = (0usize, 0usize, 0usize);

@@ -44,7 +44,7 @@ pub fn replay(
     }
     let total: usize = modules.iter().map(|(_, _, m)| m.runs.len()).sum();
     let bar = Progress::new(progress, total as u64, "runs");
-    let mut csv = CsvText::new(&["ID", "config_index", "predicted_runtime_ns"]);
+    let mut csv = CsvText::new("ID,config_index,predicted_runtime_ns");
     let (mut rows, mut failed) = (0, 0);
     for (file, id, m) in modules {
         for (j, r) in predict_runs(m, target, &|| bar.inc(1))?

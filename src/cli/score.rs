@@ -183,7 +183,7 @@ pub fn score(a: ScoreArgs) -> Result<i32> {
         let progress = ProgressMode::for_stderr(a.quiet);
         let r = analytical_rankings(&a.data, pb_root, &a.split, &ids, &t, progress)?;
         if let Some(out) = &a.analytical_out {
-            let mut csv = crate::csv_text::CsvText::new(&["ID", "TopConfigs"]);
+            let mut csv = crate::csv_text::CsvText::new("ID,TopConfigs");
             for x in &r {
                 let top: Vec<String> = x.top.iter().map(|i| i.to_string()).collect();
                 csv.row([x.id.clone(), top.join(";")]);

@@ -184,19 +184,10 @@ impl Roofline {
 
     /// CSV: one line per point.
     pub fn to_csv(&self) -> String {
-        let mut s = crate::csv_text::CsvText::new(&[
-            "kernel",
-            "kind",
-            "bottleneck",
-            "untiled",
-            "flops",
-            "bytes",
-            "flop_per_byte",
-            "flop_per_s",
-            "total_ns",
-            "multiplier",
-            "share",
-        ]);
+        let mut s = crate::csv_text::CsvText::new(
+            "kernel,kind,bottleneck,untiled,flops,bytes,flop_per_byte,flop_per_s,\
+             total_ns,multiplier,share",
+        );
         for p in &self.points {
             s.row([
                 p.kernel.to_string(),

@@ -253,27 +253,10 @@ pub fn tile_sweep(
 impl TileSweep {
     /// CSV: one line per row.
     pub fn to_csv(&self) -> String {
-        let mut s = crate::csv_text::CsvText::new(&[
-            "kernel",
-            "dim",
-            "label",
-            "extent",
-            "tile",
-            "bound",
-            "tiles",
-            "default",
-            "fits_vmem",
-            "total_ns",
-            "mxu_ns",
-            "vpu_ns",
-            "xlu_ns",
-            "hbm_ns",
-            "overhead_ns",
-            "hbm_bytes",
-            "vmem_bytes",
-            "steps",
-            "bottleneck",
-        ]);
+        let mut s = crate::csv_text::CsvText::new(
+            "kernel,dim,label,extent,tile,bound,tiles,default,fits_vmem,total_ns,mxu_ns,vpu_ns,\
+             xlu_ns,hbm_ns,overhead_ns,hbm_bytes,vmem_bytes,steps,bottleneck",
+        );
         for r in &self.rows {
             let (bound, tiles) = match &r.bound {
                 Some((f, b)) => (f.clone(), b.to_string()),
@@ -523,15 +506,8 @@ impl LayoutSweep {
 
     /// CSV: one line per row.
     pub fn to_csv(&self) -> String {
-        let mut s = crate::csv_text::CsvText::new(&[
-            "node",
-            "tensor",
-            "layout",
-            "total_ns",
-            "vs_compiler",
-            "copies",
-            "kernels",
-        ]);
+        let mut s =
+            crate::csv_text::CsvText::new("node,tensor,layout,total_ns,vs_compiler,copies,kernels");
         let b = self.baseline_ns();
         for r in &self.rows {
             s.row([

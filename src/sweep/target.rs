@@ -179,18 +179,9 @@ impl TargetSweep {
 
     /// CSV: one line per kernel and target.
     pub fn to_csv(&self) -> String {
-        let mut s = crate::csv_text::CsvText::new(&[
-            "target",
-            "program_ns",
-            "kernel",
-            "kind",
-            "multiplier",
-            "total_ns",
-            "share",
-            "bottleneck",
-            "untiled",
-            "changes",
-        ]);
+        let mut s = crate::csv_text::CsvText::new(
+            "target,program_ns,kernel,kind,multiplier,total_ns,share,bottleneck,untiled,changes",
+        );
         for (ti, t) in self.targets.iter().enumerate() {
             for k in &self.kernels {
                 if let Some(o) = k.on.get(ti) {
