@@ -11,9 +11,7 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::{
-    compile_program, compile_program_with, KernelMemo, ProgramError, TileOverrides,
-};
+use crate::kernels::{compile_program, compile_program_with, KernelMemo, ProgramError};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,
@@ -198,16 +196,15 @@ impl LayoutEvaluator {
 
 /// Runtime of the whole program compiled under `config`, ns: layout assignment and
 /// fusion, lowering every kernel ([`compile_program`]), and the estimate of the program
-/// under each kernel's default tile — what `tpusim estimate` reports for the module
-/// compiled with `config`. `Sync`: call it from many threads on one prepared module.
+/// under the configuration's tiles (each kernel's default where it sets none) — what
+/// `tpusim estimate` reports for the module compiled with `config`
+/// ([`CompiledProgram::total_ns`](crate::kernels::CompiledProgram::total_ns)). `Sync`: call it from many threads on one prepared module.
 pub fn recompiled_ns(
     prepared: &PreparedModule,
     config: &CompilationConfig,
     target: &TpuTarget,
 ) -> Result<f64, ProgramError> {
-    compile_program(prepared, config)?
-        .program
-        .total_ns(target, &TileOverrides::default())
+    compile_program(prepared, config)?.total_ns(target)
 }
 
 /// [`recompiled_ns`] on `memo`'s target, with the kernels `memo` remembers taken from it
@@ -218,7 +215,5 @@ pub fn remembered_ns(
     config: &CompilationConfig,
     memo: &KernelMemo,
 ) -> Result<f64, ProgramError> {
-    compile_program_with(prepared, config, Some(memo))?
-        .program
-        .total_ns(memo.target(), &TileOverrides::default())
+    compile_program_with(prepared, config, Some(memo))?.total_ns(memo.target())
 }

@@ -417,8 +417,11 @@ fn kind_name(k: &KernelKind) -> &'static str {
 }
 
 impl LoweredProgram {
-    /// Lowers every kernel reachable from the entry computation (through
-    /// `while`, `conditional`, `call` and async wrappers) once.
+    /// Lowers a module as written (one that XLA compiled, or that `tpusim compile`
+    /// printed): every kernel reachable from the entry computation (through `while`,
+    /// `conditional`, `call` and async wrappers), once. A configuration of a module is
+    /// costed through [`compile_program`] instead, which the tests hold equal to this
+    /// on the printed module.
     pub fn new(module: &Module) -> Result<Self, ProgramError> {
         Self::walked(module, None)
     }
