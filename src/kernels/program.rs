@@ -262,7 +262,7 @@ fn lower_with(
     }
 }
 
-/// The kernel bodies of a skeleton module's fusions (`PreparedModule::compile_skeleton`).
+/// The kernel bodies of a skeleton module's fusions (`CompiledBodies::skeleton`).
 struct BodyHook<'m> {
     /// The input module (the bodies' called computations).
     input: &'m Module,

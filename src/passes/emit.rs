@@ -438,7 +438,7 @@ struct Emitter<'e, 'a> {
     m: &'a Module,
     names: &'e mut Namer<'a>,
     /// Build no module (`EmitMode::Program` without a skeleton).
-    dry: bool,
+    no_module: bool,
     /// List kernel bodies ([`EmitMode::Program`]).
     bodies: bool,
     /// Their instructions, kernel after kernel in emission order.
@@ -579,7 +579,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 live[x as usize] && plan.group_at.get(x as usize).copied().unwrap_or(NONE) != NONE
             })
             .count();
-        let comp = if self.dry {
+        let comp = if self.no_module {
             None
         } else {
             let mut c = Computation::new(orig.name.clone());
@@ -604,7 +604,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             next_id: 0,
             params: Vec::with_capacity(fc.params.len()),
             kernels: Vec::with_capacity(plan.groups.len() + n / 8),
-            ctrl: ControlPreds::of(fc, self.dry),
+            ctrl: ControlPreds::of(fc, self.no_module),
         }
     }
 
@@ -619,7 +619,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let nd = &fc.nodes[x as usize];
         let is_kernel = !nd.opcode.emits_no_kernel();
         let clone_number = self.clone_number(x, &mut b.named);
-        let name = (!self.dry || is_kernel).then(|| clone_name(nd.name(), clone_number));
+        let name = (!self.no_module || is_kernel).then(|| clone_name(nd.name(), clone_number));
         let id = out.next_id;
         out.next_id += 1;
         if nd.opcode == Opcode::Parameter {
@@ -664,7 +664,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         Ok(())
     }
 
-    /// Adds unfused node `x` to the output computation (none in dry mode), keeping the
+    /// Adds unfused node `x` to the output computation (none without a module), keeping the
     /// control predecessors that survive.
     fn add_unfused(
         &self,
@@ -758,7 +758,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             f.root = NodeIndex::new(root_local as usize);
         }
         let fcid = self.insert(comp)?;
-        if self.dry || self.bodies {
+        if self.no_module || self.bodies {
             self.instructions += len as usize;
         }
         let fu_name = self.names.fresh("fusion");
@@ -816,11 +816,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
         Ok(())
     }
 
-    /// The fused computation of `gp`, empty (none in dry mode; an empty placeholder when
+    /// The fused computation of `gp`, empty (none without a module; an empty placeholder when
     /// listing bodies).
     fn begin_fused(&mut self, gp: &GroupPlan, inputs: &[u32]) -> FusedOut {
-        let fname = self.fresh("fused_computation", !self.dry);
-        let comp = if self.dry {
+        let fname = self.fresh("fused_computation", !self.no_module);
+        let comp = if self.no_module {
             None
         } else if self.bodies {
             Some(Computation::new(fname))
@@ -867,7 +867,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                     operands: SmallVec::new(),
                 });
             }
-            let pname = if self.dry || self.bodies {
+            let pname = if self.no_module || self.bodies {
                 self.names.skip();
                 Name::default()
             } else {
@@ -921,7 +921,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 f.len += 1;
                 continue;
             }
-            let name = self.name_for(nd2, x2, &mut b.named, !self.dry || is_hero);
+            let name = self.name_for(nd2, x2, &mut b.named, !self.no_module || is_hero);
             if is_hero {
                 hero_name = name.clone().unwrap_or_default();
             }
@@ -983,7 +983,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 .map(|&(_, id)| NodeIndex::new(id as usize))
                 .collect();
         }
-        if self.dry {
+        if self.no_module {
             self.instructions += next_id as usize;
         }
         let got = self.insert(comp)?;
@@ -1003,7 +1003,7 @@ struct CompOut<'c, 'a> {
     orig: &'a Computation,
     /// Its id in the output module.
     cid: CompId,
-    /// None in dry mode.
+    /// None without a module.
     comp: Option<Computation>,
     /// Instructions emitted so far (= next id).
     next_id: u32,
@@ -1016,7 +1016,7 @@ struct CompOut<'c, 'a> {
 
 /// A fused computation, while it is emitted.
 struct FusedOut {
-    /// None in dry mode; an empty placeholder when listing bodies.
+    /// None without a module; an empty placeholder when listing bodies.
     comp: Option<Computation>,
     /// Instructions so far (= next local id).
     len: u32,
@@ -1027,7 +1027,7 @@ struct FusedOut {
 /// Control predecessors survive only if they are emitted earlier under their own name
 /// in the same computation (inlining, fusion and renaming can remove them).
 struct ControlPreds<'a> {
-    /// Some instruction of the computation has control predecessors (never in dry mode).
+    /// Some instruction of the computation has control predecessors (never without a module).
     any: bool,
     /// Nodes by input name, of those that keep it.
     by_name: std::collections::HashMap<&'a str, u32>,
@@ -1036,8 +1036,8 @@ struct ControlPreds<'a> {
 }
 
 impl<'a> ControlPreds<'a> {
-    fn of(fc: &FComp<'a>, dry: bool) -> Self {
-        let any = !dry
+    fn of(fc: &FComp<'a>, no_module: bool) -> Self {
+        let any = !no_module
             && fc.order.iter().any(|&x| {
                 fc.nodes[x as usize]
                     .src
@@ -1197,7 +1197,7 @@ pub(crate) fn emit<'a>(
     let m = flat.module;
     scratch.nodes.all.clear();
     let nflat = flat.comps.len();
-    let dry = mode == EmitMode::Program { skeleton: false };
+    let no_module = mode == EmitMode::Program { skeleton: false };
     let bodies = matches!(mode, EmitMode::Program { .. });
     if bodies {
         scratch.nodes.body_nodes.reset(flat);
@@ -1211,12 +1211,12 @@ pub(crate) fn emit<'a>(
     let mut e = Emitter {
         m,
         names: &mut flat.names,
-        dry,
+        no_module,
         bodies,
         arena: Vec::with_capacity(hint.0),
         nodes: Vec::with_capacity(hint.1),
         new_id: vec![None; m.computations.len()],
-        comps: IndexMap::with_capacity(if dry {
+        comps: IndexMap::with_capacity(if no_module {
             0
         } else {
             m.computations.len() + plans.iter().map(|p| p.groups.len()).sum::<usize>()
@@ -1229,7 +1229,7 @@ pub(crate) fn emit<'a>(
         match flat.kinds[c] {
             CompKind::Dropped => {}
             CompKind::Embedded => {
-                let comp = if dry {
+                let comp = if no_module {
                     e.instructions += m.comp(c).len();
                     None
                 } else {
@@ -1268,7 +1268,7 @@ pub(crate) fn emit<'a>(
         nodes,
         ..
     } = e;
-    let module = if dry {
+    let module = if no_module {
         None
     } else {
         let mut module = Module {
