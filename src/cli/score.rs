@@ -71,7 +71,7 @@ fn pair_rows_with_runs(
     rows: &[f64],
     mt: &crate::proto::ModuleTuning,
     tile: bool,
-) -> std::result::Result<Vec<usize>, String> {
+) -> Result<Vec<usize>> {
     let mut free: std::collections::HashMap<i64, std::collections::VecDeque<usize>> =
         Default::default();
     for (i, r) in mt.runs.iter().enumerate() {
@@ -90,7 +90,7 @@ fn pair_rows_with_runs(
             free.get_mut(&(y as i64))
                 .and_then(|q| q.pop_front())
                 .ok_or_else(|| {
-                    format!("row {j} ({y} ns) matches no measured run of the same runtime")
+                    anyhow::anyhow!("row {j} ({y} ns) matches no measured run of the same runtime")
                 })
         })
         .collect()
@@ -128,9 +128,8 @@ fn analytical_rankings(
         };
         // Raw runtimes (tile files: before normalising), as the runs record them.
         let rows = npz_runtimes(&npz, false)?;
-        let runs = pair_rows_with_runs(&rows, &mt, tile).map_err(|e| {
-            anyhow::anyhow!("{}: not the twin of {}: {e}", pb.display(), npz.display())
-        })?;
+        let runs = pair_rows_with_runs(&rows, &mt, tile)
+            .with_context(|| format!("{}: not the twin of {}", pb.display(), npz.display()))?;
         bar.inc_length(mt.runs.len() as u64);
         let pred = predict_runs(&mt, target, &|| bar.inc(1))
             .with_context(|| format!("predicting {}", pb.display()))?;
