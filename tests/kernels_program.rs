@@ -311,6 +311,17 @@ fn tile_overrides_apply_by_name_and_errors_name_the_kernel() {
         lp.estimate(&t, &unknown).unwrap_err(),
         ProgramError::UnknownKernel("nope".to_string())
     );
+    // several unknown kernels: the first by name is reported, whatever the order given
+    for names in [["zz", "aa", "mm_missing"], ["mm_missing", "zz", "aa"]] {
+        let tiles: TileOverrides = names
+            .iter()
+            .map(|n| (n.to_string(), TileConfig::default()))
+            .collect();
+        assert_eq!(
+            lp.estimate(&t, &tiles).unwrap_err(),
+            ProgramError::UnknownKernel("aa".to_string())
+        );
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! overrides (the dataset generator calls them many times). Identical kernel
 //! descriptions are evaluated once per call.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -17,16 +17,61 @@ use thiserror::Error;
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
 use super::memo::{KernelMemo, MemoKernel, Remembered};
 use crate::hlo::printer::{print_computation, print_instruction};
-use crate::ir::{CallRole, CompId, InstrId, Module, Opcode};
+use crate::ir::{CallRole, CompId, InstrId, Module, Name, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
     derive, estimate, Bottleneck, Derivation, Estimate, Figure, Formula, KernelDesc, KernelKind,
     ModelError, TileConfig, TpuTarget,
 };
 
-/// Tile overrides: kernel (instruction) name → tile config. Kernels not
-/// listed use the compiler default ([`crate::tpu::default_tile`]).
-pub type TileOverrides = HashMap<String, TileConfig>;
+/// Tile overrides: a tile per kernel, by the kernel's (instruction's) name — the
+/// configuration's tiles ([`tile_overrides`]) or a caller's (`explain`, a replayed
+/// tile run). Kernels not listed use the compiler default
+/// ([`crate::tpu::default_tile`]). Kept in name order, so that the first unknown kernel
+/// reported does not depend on the order of insertion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TileOverrides(BTreeMap<Name, TileConfig>);
+
+impl TileOverrides {
+    /// No overrides: every kernel under its default tile.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets `kernel`'s tile; returns the one it replaces.
+    pub fn insert(&mut self, kernel: impl Into<Name>, tile: TileConfig) -> Option<TileConfig> {
+        self.0.insert(kernel.into(), tile)
+    }
+
+    /// `kernel`'s tile, if it is overridden.
+    pub fn get(&self, kernel: &str) -> Option<&TileConfig> {
+        self.0.get(kernel)
+    }
+
+    /// Takes `kernel`'s tile out.
+    pub fn remove(&mut self, kernel: &str) -> Option<TileConfig> {
+        self.0.remove(kernel)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The overrides in kernel-name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &TileConfig)> {
+        self.0.iter().map(|(k, t)| (k.as_str(), t))
+    }
+}
+
+impl<N: Into<Name>> FromIterator<(N, TileConfig)> for TileOverrides {
+    fn from_iter<I: IntoIterator<Item = (N, TileConfig)>>(it: I) -> Self {
+        TileOverrides(it.into_iter().map(|(k, t)| (k.into(), t)).collect())
+    }
+}
 
 pub use crate::analysis::while_loop::{TripSource, DEFAULT_TRIP_COUNT};
 
@@ -603,12 +648,10 @@ impl PreparedProgram<'_> {
     fn overrides(&self, tiles: &TileOverrides) -> Result<Vec<(usize, Eval)>, ProgramError> {
         let p = self.program;
         let mut own = Vec::with_capacity(tiles.len());
-        // sorted, so that the first error reported does not depend on hashing
-        let mut named: Vec<(&String, &TileConfig)> = tiles.iter().collect();
-        named.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (name, cfg) in named {
+        // in name order, so that the first error reported does not depend on insertion
+        for (name, cfg) in tiles.iter() {
             let Some(idx) = p.by_name.get(name) else {
-                return Err(ProgramError::UnknownKernel(name.clone()));
+                return Err(ProgramError::UnknownKernel(name.to_string()));
             };
             for &i in idx {
                 if let Some(k) = p.kernels.get(i) {
@@ -1059,7 +1102,7 @@ pub fn tile_overrides(kernels: &[Kernel]) -> TileOverrides {
         .filter_map(|k| {
             k.tile.as_ref().map(|t| {
                 (
-                    k.name.to_string(),
+                    k.name.clone(),
                     TileConfig {
                         output_bounds: t.output_bounds.clone(),
                         kernel_bounds: t.kernel_bounds.clone(),
