@@ -7,8 +7,12 @@
 //!   that search: compiled, lowered and estimated (`recompiled_ns` on a prepared
 //!   module), on one core.
 //! * `layout_remembered_{Random,Default}`: the same label through a kernel memo
-//!   (`remembered_ns`, what `generate layout` runs): the kernels earlier configurations
-//!   share with it are not lowered or evaluated again.
+//!   (`remembered_ns`, what `generate layout --search default` runs): the kernels
+//!   earlier configurations share with it are not lowered or evaluated again.
+//! * `layout_stage_{compile,lower,estimate}_Random`: the three stages of
+//!   `layout_recompile_Random` on their own, over 50 random configurations:
+//!   `PreparedModule::compile_bodies`, `LoweredProgram::lower` of a compilation, and the
+//!   cold `LoweredProgram::total_ns` of a lowered program (every kernel class evaluated).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
@@ -17,7 +21,7 @@ use tpusim::dataset::config_feat::{tile_config_features, TileSizeConfig};
 use tpusim::dataset::generate::{sample_layouts, Search};
 use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, LayoutEvaluator};
 use tpusim::dataset::plan::Noise;
-use tpusim::kernels::{lower_kernel_full, KernelMemo};
+use tpusim::kernels::{lower_kernel_full, KernelMemo, LoweredProgram, TileOverrides};
 use tpusim::passes::{compile, CompilationConfig, PreparedModule};
 use tpusim::tpu::{default_tile, estimate, sample_tiles, TpuTarget};
 
@@ -88,8 +92,59 @@ fn bench(c: &mut Criterion) {
                 remembered_ns(&prepared, &configs[i], &memo).expect("estimates")
             })
         });
+        if search == Search::Random {
+            stages(&mut g, &m, &prepared, &configs[..50], &target);
+        }
     }
     g.finish();
+}
+
+/// The stages of one layout label, each on its own.
+fn stages(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    m: &tpusim::ir::Module,
+    prepared: &PreparedModule,
+    configs: &[CompilationConfig],
+    target: &TpuTarget,
+) {
+    let mut i = 0;
+    g.bench_function("layout_stage_compile_Random", |b| {
+        b.iter(|| {
+            i = (i + 1) % configs.len();
+            prepared
+                .compile_bodies(&configs[i])
+                .expect("compiles")
+                .bodies
+                .len()
+        })
+    });
+    let compiled: Vec<_> = configs
+        .iter()
+        .map(|c| prepared.compile_bodies(c).expect("compiles"))
+        .collect();
+    let mut i = 0;
+    g.bench_function("layout_stage_lower_Random", |b| {
+        b.iter(|| {
+            i = (i + 1) % compiled.len();
+            LoweredProgram::lower(m, &compiled[i], None)
+                .expect("lowers")
+                .kernels
+                .len()
+        })
+    });
+    let programs: Vec<LoweredProgram> = compiled
+        .iter()
+        .map(|c| LoweredProgram::lower(m, c, None).expect("lowers"))
+        .collect();
+    drop(compiled);
+    let none = TileOverrides::new();
+    let mut i = 0;
+    g.bench_function("layout_stage_estimate_Random", |b| {
+        b.iter(|| {
+            i = (i + 1) % programs.len();
+            programs[i].total_ns(target, &none).expect("estimates")
+        })
+    });
 }
 
 criterion_group!(benches, bench);

@@ -129,7 +129,7 @@ pub fn compile_program_with(
     memo: Option<&KernelMemo>,
 ) -> Result<CompiledProgram, ProgramError> {
     let c = prepared.compile_bodies(config)?;
-    let program = LoweredProgram::lowered(prepared.module(), &c, memo)?;
+    let program = LoweredProgram::lower(prepared.module(), &c, memo)?;
     Ok(CompiledProgram {
         program,
         kernels: c.kernels,
@@ -491,10 +491,12 @@ impl LoweredProgram {
         Ok(Self::assemble(w.kernels, nodes, w.loops, memo_target))
     }
 
-    /// Lowers a compilation ([`compile_program_with`]; `module` is the input module):
-    /// a straight-line program from its kernel list, any other by walking its skeleton
-    /// with the compiler-made fusions lowered from their bodies.
-    fn lowered(
+    /// Lowers a compilation (`module` is the input module, `compiled` its
+    /// [`PreparedModule::compile_bodies`]): a straight-line program from its kernel
+    /// list, any other by walking its skeleton with the compiler-made fusions lowered
+    /// from their bodies, through `memo` when there is one. The second step of
+    /// [`compile_program_with`], which is this after `compile_bodies`.
+    pub fn lower(
         module: &Module,
         compiled: &crate::passes::CompiledBodies<'_>,
         memo: Option<&KernelMemo>,
