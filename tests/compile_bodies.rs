@@ -287,7 +287,7 @@ ENTRY e {
     let c = prepared
         .compile_bodies(&CompilationConfig::default())
         .unwrap();
-    assert!(!c.straight_line);
+    assert!(!c.is_straight_line());
     let full = prepared.compile(&CompilationConfig::default()).unwrap();
     assert_eq!(c.kernels, full.kernels);
     // compile_program walks the compilation's skeleton: the loop is there, 4 trips

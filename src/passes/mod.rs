@@ -110,8 +110,6 @@ pub struct CompiledBodies<'m> {
     pub kernels: Vec<Kernel>,
     /// The instructions of each kernel, in the order of `kernels`.
     pub bodies: KernelBodies<'m>,
-    /// [`PreparedModule::is_straight_line`]: the kernels in order are the whole program.
-    pub straight_line: bool,
     /// For a program that is not straight-line, the output module without the contents
     /// of the fusions the compiler makes (their computations are empty placeholders, so
     /// it is not valid HLO and never leaves the crate): the program's loops,
@@ -145,6 +143,14 @@ struct Scratch<'m> {
     fusion: fusion::FusionScratch,
     plans: Vec<fusion::FusionPlan>,
     layout: layout::LayoutScratch,
+}
+
+impl CompiledBodies<'_> {
+    /// [`PreparedModule::is_straight_line`]: the kernels in order are the whole program
+    /// (no skeleton was needed).
+    pub fn is_straight_line(&self) -> bool {
+        self.skeleton.is_none()
+    }
 }
 
 impl<'m> PreparedModule<'m> {
@@ -213,21 +219,13 @@ impl<'m> PreparedModule<'m> {
         &self,
         config: &CompilationConfig,
     ) -> Result<CompiledBodies<'m>, CompileError> {
-        let straight_line = self.is_straight_line();
         let mode = EmitMode::Program {
-            skeleton: !straight_line,
+            skeleton: !self.is_straight_line(),
         };
         let (skeleton, kernels, bodies, stats, notes) = self.run(config, mode)?;
-        if skeleton.is_none() != straight_line {
-            return Err(CompileError::Verify {
-                module: self.module.name.clone(),
-                message: "internal: the skeleton does not match the program's shape".into(),
-            });
-        }
         Ok(CompiledBodies {
             kernels,
             bodies,
-            straight_line,
             skeleton,
             stats,
             notes,
