@@ -19,7 +19,7 @@ use thiserror::Error;
 
 use super::ops::{
     add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_data, op_class,
-    physical_dims, physical_order, total_ops,
+    physical_dims, physical_order, total_ops, PhysOrder,
 };
 use crate::ir::{
     ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Opcode, PrimitiveType, Shape,
@@ -226,7 +226,8 @@ struct Region<'m> {
     root: InstrId,
     /// Single-instruction region (an unfused op).
     single: bool,
-    /// Leaf instruction → operand number.
+    /// Leaf instruction → operand number (of a computation's region: a body's leaves
+    /// are its first instructions).
     leaf_input: HashMap<InstrId, usize>,
     /// Leaves in operand order (distinct).
     leaves: Vec<InstrId>,
@@ -289,12 +290,9 @@ impl<'m> Region<'m> {
     /// [`Region::single`] for an unfused instruction.
     fn body(module: &'m Module, b: KernelBody<'m>) -> Self {
         let root = InstrId::new(b.root as usize);
-        let mut leaf_input = HashMap::default();
-        let mut leaves = Vec::with_capacity(b.leaves as usize);
-        for i in 0..b.leaves as usize {
-            leaf_input.insert(InstrId::new(i), i);
-            leaves.push(InstrId::new(i));
-        }
+        // the leaves come first, in operand order ([`Region::leaf_operand`])
+        let leaf_input = HashMap::default();
+        let leaves = (0..b.leaves as usize).map(InstrId::new).collect();
         let table = (0..b.instrs.len())
             .map(|i| {
                 let (opcode, async_wrapped, shape, attrs) = b.get(i);
@@ -325,7 +323,15 @@ impl<'m> Region<'m> {
     }
 
     fn is_leaf(&self, id: InstrId) -> bool {
-        self.leaf_input.contains_key(&id)
+        self.leaf_operand(id).is_some()
+    }
+
+    /// The operand number leaf `id` stands for; None when `id` is no leaf.
+    fn leaf_operand(&self, id: InstrId) -> Option<usize> {
+        match self.src {
+            Source::Body(b) => (id.index() < b.leaves as usize).then_some(id.index()),
+            Source::Comp(_) => self.leaf_input.get(&id).copied(),
+        }
     }
 
     fn ins(&self, id: InstrId) -> Ins<'m> {
@@ -351,15 +357,6 @@ impl<'m> Region<'m> {
         }
     }
 
-    /// Instructions in the region's computation (for a single instruction, that of
-    /// the computation around it).
-    fn len(&self) -> usize {
-        match self.src {
-            Source::Comp(c) => c.order.len(),
-            Source::Body(b) => b.instrs.len(),
-        }
-    }
-
     /// Effective opcode (async-start sugar → wrapped op).
     fn opcode(&self, id: InstrId) -> Opcode {
         let i = self.ins(id);
@@ -382,10 +379,15 @@ impl<'m> Region<'m> {
         }
     }
 
-    fn dims(&self, id: InstrId) -> SmallVec<[i64; 6]> {
-        self.arr(id)
-            .map(|a| a.dims.iter().map(|&d| dim_size(d)).collect())
-            .unwrap_or_default()
+    /// Dim sizes of [`Region::arr`] (unbounded dynamic dims as 1, [`dim_size`]);
+    /// borrowed from the shape when it has none.
+    fn dims(&self, id: InstrId) -> std::borrow::Cow<'m, [i64]> {
+        use std::borrow::Cow;
+        match self.arr(id) {
+            Some(a) if a.dims.iter().all(|&d| d >= 0) => Cow::Borrowed(&a.dims[..]),
+            Some(a) => Cow::Owned(a.dims.iter().map(|&d| dim_size(d)).collect()),
+            None => Cow::Borrowed(&[]),
+        }
     }
 
     fn rank(&self, id: InstrId) -> usize {
@@ -500,11 +502,11 @@ fn changes_physical(op: Opcode, attrs: &Attrs, shape: &Shape, src: Option<&Shape
                     }
                 }
             }
-            let out_seq: Vec<usize> = physical_order(out)
+            let out_seq: PhysOrder = physical_order(out)
                 .into_iter()
                 .filter(|&l| dim_size(out.dims[l]) != 1)
                 .collect();
-            let src_seq: Vec<usize> = physical_order(src)
+            let src_seq: PhysOrder = physical_order(src)
                 .into_iter()
                 .filter(|&l| dim_size(src.dims[l]) != 1)
                 .map(|l| to_out[l])
@@ -516,7 +518,7 @@ fn changes_physical(op: Opcode, attrs: &Attrs, shape: &Shape, src: Option<&Shape
 }
 
 fn is_row_major(a: &ArrayShape) -> bool {
-    let seq: Vec<usize> = physical_order(a)
+    let seq: PhysOrder = physical_order(a)
         .into_iter()
         .filter(|&l| dim_size(a.dims[l]) != 1)
         .collect();
@@ -588,7 +590,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     }
     let mut best: Option<(f64, InstrId)> = None;
     for &id in &members {
-        if r.opcode(id).is_reduction() && r.dims(id).as_slice() == main_dims {
+        if r.opcode(id).is_reduction() && *r.dims(id) == *main_dims {
             let n = r
                 .operands(id)
                 .first()
@@ -637,8 +639,8 @@ fn score(m: &[DimMap]) -> usize {
 
 /// Maps `m` (over dims `to`) onto dims `from`, matching equal sizes from
 /// the minor end; unmatched dims are `Full`.
-fn positional(from: &[i64], to: &[i64], m: &[DimMap]) -> Vec<DimMap> {
-    let mut res = vec![DimMap::Full; from.len()];
+fn positional(from: &[i64], to: &[i64], m: &[DimMap]) -> Maps {
+    let mut res = smallvec::smallvec![DimMap::Full; from.len()];
     let mut j = to.len().min(m.len());
     for i in (0..from.len()).rev() {
         if from[i] == 1 {
@@ -700,8 +702,8 @@ fn reshape_groups(a: &[i64], b: &[i64]) -> Option<Vec<(Vec<usize>, Vec<usize>)>>
 /// split into several becomes a `Window` over the two most-minor parts (its
 /// tile spans `(t_major−1)·size_minor + t_minor` elements); merged dims all
 /// take the merged dim's map, the more-major ones as [`DimMap::Outer`].
-fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Vec<DimMap> {
-    let mut res = vec![DimMap::Full; a.len()];
+fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Maps {
+    let mut res = smallvec::smallvec![DimMap::Full; a.len()];
     let Some(groups) = reshape_groups(a, b) else {
         return positional(a, b, m);
     };
@@ -745,43 +747,82 @@ fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Vec<DimMap> {
     res
 }
 
+/// Dim maps of one instruction's dims (inline for the ranks HLO programs use).
+type Maps = SmallVec<[DimMap; 6]>;
+
 struct Tracer<'r, 'm> {
     r: &'r Region<'m>,
     hero: InstrId,
     class: HeroClass,
     hd: HeroDims,
-    maps: HashMap<InstrId, Vec<DimMap>>,
-    leaf_maps: HashMap<InstrId, Vec<DimMap>>,
+    /// The maps the hero was traced with.
+    hero_maps: Maps,
     /// Leaves aliased with the output (in-place update buffers): not read.
     aliased: Vec<InstrId>,
-    stack: Vec<(InstrId, Vec<DimMap>)>,
+    bufs: TraceBufs,
+}
+
+/// The work buffers of a [`Tracer`], kept per thread between kernels (tracing is the
+/// innermost loop of lowering, and a program has thousands of kernels).
+#[derive(Default)]
+struct TraceBufs {
+    /// [`score`] of the maps each traced instruction was reached with (the best so far:
+    /// an instruction is traced again only with better maps).
+    scores: HashMap<InstrId, usize>,
+    leaf_maps: HashMap<InstrId, Maps>,
+    stack: Vec<(InstrId, Maps)>,
+    /// [`Tracer::operand_maps`] of the instruction being traced.
+    ops: Vec<(InstrId, Maps)>,
+}
+
+thread_local! {
+    static TRACE_BUFS: std::cell::Cell<Option<TraceBufs>> = const { std::cell::Cell::new(None) };
+}
+
+impl TraceBufs {
+    /// This thread's buffers, empty.
+    fn take() -> Self {
+        TRACE_BUFS.with(|b| b.take()).unwrap_or_default()
+    }
+}
+
+impl Drop for Tracer<'_, '_> {
+    fn drop(&mut self) {
+        let mut b = std::mem::take(&mut self.bufs);
+        b.scores.clear();
+        b.leaf_maps.clear();
+        b.stack.clear();
+        b.ops.clear();
+        TRACE_BUFS.with(|c| c.set(Some(b)));
+    }
 }
 
 impl Tracer<'_, '_> {
     /// Queue `id` with maps `m` given over dims `src` (re-fitted when the
     /// rank differs, e.g. a tuple element).
-    fn push(&mut self, id: InstrId, m: Vec<DimMap>, src: &[i64]) {
+    fn push(&mut self, id: InstrId, m: Maps, src: &[i64]) {
         let rank = self.r.rank(id);
         let m = if m.len() == rank {
             m
         } else {
             positional(&self.r.dims(id), src, &m)
         };
-        self.stack.push((id, m));
+        self.bufs.stack.push((id, m));
     }
 
     fn run(&mut self) {
         let mut guard = 0usize;
-        while let Some((id, m)) = self.stack.pop() {
+        while let Some((id, m)) = self.bufs.stack.pop() {
             guard += 1;
             if guard > 1_000_000 {
                 break;
             }
             if self.r.is_leaf(id) {
                 let e = self
+                    .bufs
                     .leaf_maps
                     .entry(id)
-                    .or_insert_with(|| vec![DimMap::Full; m.len()]);
+                    .or_insert_with(|| smallvec::smallvec![DimMap::Full; m.len()]);
                 for (slot, &x) in e.iter_mut().zip(&m) {
                     if matches!(slot, DimMap::Full) {
                         *slot = x;
@@ -789,18 +830,24 @@ impl Tracer<'_, '_> {
                 }
                 continue;
             }
-            if let Some(old) = self.maps.get(&id) {
-                if score(old) >= score(&m) {
+            let sc = score(&m);
+            if let Some(&old) = self.bufs.scores.get(&id) {
+                if old >= sc {
                     continue;
                 }
             }
-            self.maps.insert(id, m.clone());
-            let ops = self.operand_maps(id, &m);
+            self.bufs.scores.insert(id, sc);
+            if id == self.hero {
+                self.hero_maps.clone_from(&m);
+            }
+            let mut ops = std::mem::take(&mut self.bufs.ops);
+            self.operand_maps(id, &m, &mut ops);
             let src = self.r.dims(id);
             // operand 0 first
-            for (o, om) in ops.into_iter().rev() {
+            for (o, om) in ops.drain(..).rev() {
                 self.push(o, om, &src);
             }
+            self.bufs.ops = ops;
         }
     }
 
@@ -829,28 +876,28 @@ impl Tracer<'_, '_> {
     }
 
     /// Maps of each operand of `id` given maps `m` of its result dims.
-    fn operand_maps(&mut self, id: InstrId, m: &[DimMap]) -> Vec<(InstrId, Vec<DimMap>)> {
+    fn operand_maps(&self, id: InstrId, m: &[DimMap], res: &mut Vec<(InstrId, Maps)>) {
+        res.clear();
         let r = self.r;
         let ins = r.ins(id);
         let ops = r.operands(id);
         let out_dims = r.dims(id);
-        let full = |o: InstrId| vec![DimMap::Full; r.rank(o)];
+        let full = |o: InstrId| smallvec::smallvec![DimMap::Full; r.rank(o)];
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
-        let same_or_pos = |o: InstrId| -> Vec<DimMap> {
+        let same_or_pos = |o: InstrId| -> Maps {
             let od = r.dims(o);
             // equal rank: the same dims, possibly resized (slice, pad,
             // dynamic-slice, concatenate, reverse, …)
             if od.len() == out_dims.len() {
-                m.to_vec()
+                Maps::from_slice(m)
             } else if od.is_empty() {
-                vec![]
+                Maps::new()
             } else {
                 positional(&od, &out_dims, m)
             }
         };
         let idx = |d: i64| usize::try_from(d).ok();
         let op = r.opcode(id);
-        let mut res: Vec<(InstrId, Vec<DimMap>)> = Vec::with_capacity(ops.len());
         match op {
             Opcode::Broadcast => {
                 if let Some(&o) = ops.first() {
@@ -890,10 +937,10 @@ impl Tracer<'_, '_> {
                             // group-match in physical order, then back to logical
                             let po = physical_order(out_a);
                             let ps = physical_order(src_a);
-                            let pm: Vec<DimMap> = po.iter().map(|&l| at(l)).collect();
+                            let pm: Maps = po.iter().map(|&l| at(l)).collect();
                             let mapped =
                                 reshape_maps(&physical_dims(src_a), &physical_dims(out_a), &pm);
-                            let mut om = vec![DimMap::Full; src_a.rank()];
+                            let mut om = smallvec::smallvec![DimMap::Full; src_a.rank()];
                             for (k, &l) in ps.iter().enumerate() {
                                 if let (Some(slot), Some(&x)) = (om.get_mut(l), mapped.get(k)) {
                                     *slot = x;
@@ -901,7 +948,7 @@ impl Tracer<'_, '_> {
                             }
                             om
                         }
-                        None => vec![],
+                        None => Maps::new(),
                     };
                     res.push((o, om));
                 }
@@ -912,7 +959,7 @@ impl Tracer<'_, '_> {
                     if r.opcode(o) == Opcode::Tuple && !r.is_leaf(o) {
                         if let Some(e) = ti.and_then(|t| r.operands(o).get(t).copied()) {
                             res.push((e, same_or_pos(e)));
-                            return res;
+                            return;
                         }
                     }
                     res.push((o, same_or_pos(o)));
@@ -932,7 +979,7 @@ impl Tracer<'_, '_> {
                         continue;
                     }
                     let rank = r.rank(o);
-                    let mut om = vec![DimMap::Full; rank];
+                    let mut om = smallvec::smallvec![DimMap::Full; rank];
                     let mut j = 0usize;
                     for (d, slot) in om.iter_mut().enumerate() {
                         if reduced.contains(&d) {
@@ -953,7 +1000,7 @@ impl Tracer<'_, '_> {
                         continue;
                     }
                     let rank = r.rank(o);
-                    let mut om = vec![DimMap::Full; rank];
+                    let mut om = smallvec::smallvec![DimMap::Full; rank];
                     for (d, slot) in om.iter_mut().enumerate() {
                         let wd = ins
                             .attrs
@@ -980,9 +1027,9 @@ impl Tracer<'_, '_> {
                     res.push((o, om));
                 }
             }
-            Opcode::Dot => self.dot_maps(id, m, &ops, &mut res),
-            Opcode::Convolution => self.conv_maps(id, m, &ops, &mut res),
-            Opcode::Gather => self.gather_maps(id, m, &ops, &mut res),
+            Opcode::Dot => self.dot_maps(id, m, &ops, res),
+            Opcode::Convolution => self.conv_maps(id, m, &ops, res),
+            Opcode::Gather => self.gather_maps(id, m, &ops, res),
             Opcode::Scatter => {
                 // not the in-place root: operands keep the dims, indices unknown
                 let k = ops.len().saturating_sub(1) / 2;
@@ -1004,16 +1051,9 @@ impl Tracer<'_, '_> {
                 }
             }
         }
-        res
     }
 
-    fn dot_maps(
-        &self,
-        id: InstrId,
-        m: &[DimMap],
-        ops: &[InstrId],
-        res: &mut Vec<(InstrId, Vec<DimMap>)>,
-    ) {
+    fn dot_maps(&self, id: InstrId, m: &[DimMap], ops: &[InstrId], res: &mut Vec<(InstrId, Maps)>) {
         let r = self.r;
         let (Some(&lhs), Some(&rhs)) = (ops.first(), ops.get(1)) else {
             return;
@@ -1030,7 +1070,7 @@ impl Tracer<'_, '_> {
         let nb = dd.lhs_batch.len();
         let side = |o: InstrId, batch: &[i64], contracting: &[i64], free_start: usize| {
             let rank = r.rank(o);
-            let mut om = vec![DimMap::Full; rank];
+            let mut om = smallvec::smallvec![DimMap::Full; rank];
             for (k, &d) in batch.iter().enumerate() {
                 if let Some(slot) = idx(d).and_then(|d| om.get_mut(d)) {
                     *slot = at(k);
@@ -1061,7 +1101,7 @@ impl Tracer<'_, '_> {
         res.push((lhs, lm));
         res.push((rhs, rm));
         for &o in ops.iter().skip(2) {
-            res.push((o, vec![DimMap::Full; r.rank(o)]));
+            res.push((o, smallvec::smallvec![DimMap::Full; r.rank(o)]));
         }
     }
 
@@ -1070,7 +1110,7 @@ impl Tracer<'_, '_> {
         id: InstrId,
         m: &[DimMap],
         ops: &[InstrId],
-        res: &mut Vec<(InstrId, Vec<DimMap>)>,
+        res: &mut Vec<(InstrId, Maps)>,
     ) {
         let r = self.r;
         let ins = r.ins(id);
@@ -1091,7 +1131,7 @@ impl Tracer<'_, '_> {
                 .copied()
                 .unwrap_or(DimMap::Full)
         };
-        let set = |v: &mut Vec<DimMap>, d: i64, x: DimMap| {
+        let set = |v: &mut Maps, d: i64, x: DimMap| {
             if let Some(slot) = usize::try_from(d).ok().and_then(|d| v.get_mut(d)) {
                 *slot = x;
             }
@@ -1101,7 +1141,7 @@ impl Tracer<'_, '_> {
             (true, Some(c)) => DimMap::Iter(c),
             _ => DimMap::Full,
         };
-        let mut lm = vec![DimMap::Full; r.rank(lhs)];
+        let mut lm = smallvec::smallvec![DimMap::Full; r.rank(lhs)];
         set(&mut lm, cd.input_batch, at(cd.output_batch));
         set(
             &mut lm,
@@ -1132,7 +1172,7 @@ impl Tracer<'_, '_> {
             };
             set(&mut lm, sd, x);
         }
-        let mut km = vec![DimMap::Full; r.rank(rhs)];
+        let mut km = smallvec::smallvec![DimMap::Full; r.rank(rhs)];
         set(&mut km, cd.kernel_output_feature, at(cd.output_feature));
         set(&mut km, cd.kernel_input_feature, cin);
         for (i, &kd) in cd.kernel_spatial.iter().enumerate() {
@@ -1151,7 +1191,7 @@ impl Tracer<'_, '_> {
         id: InstrId,
         m: &[DimMap],
         ops: &[InstrId],
-        res: &mut Vec<(InstrId, Vec<DimMap>)>,
+        res: &mut Vec<(InstrId, Maps)>,
     ) {
         let r = self.r;
         let (Some(&operand), Some(&indices)) = (ops.first(), ops.get(1)) else {
@@ -1174,7 +1214,7 @@ impl Tracer<'_, '_> {
         // the gathered rows follow the innermost batch dim
         let row = batch.last().map(|&b| at(b)).unwrap_or(DimMap::Full);
         let od = r.dims(operand);
-        let mut om = vec![DimMap::Full; od.len()];
+        let mut om = smallvec::smallvec![DimMap::Full; od.len()];
         let mut next_offset = offset.iter();
         for (d, slot) in om.iter_mut().enumerate() {
             let di = d as i64;
@@ -1199,7 +1239,7 @@ impl Tracer<'_, '_> {
         }
         let idd = r.dims(indices);
         let ivd = usize::try_from(g.index_vector_dim).unwrap_or(usize::MAX);
-        let mut im = vec![DimMap::Full; idd.len()];
+        let mut im = smallvec::smallvec![DimMap::Full; idd.len()];
         let mut bi = batch.iter();
         for (d, slot) in im.iter_mut().enumerate() {
             if d == ivd {
@@ -1219,7 +1259,7 @@ impl Tracer<'_, '_> {
 
 /// Physical TensorDesc of an array.
 fn tensor(a: &ArrayShape) -> TensorDesc {
-    TensorDesc::typed(physical_dims(a), a.element_type, elem_bits(a))
+    TensorDesc::typed(physical_dims(a).to_vec(), a.element_type, elem_bits(a))
 }
 
 /// Leaf logical maps → physical-order maps of the input tensor.
@@ -1359,9 +1399,9 @@ struct InPlace {
     aliased: Vec<InstrId>,
     /// Where the trace starts: (instruction, maps, dims the maps are given over), the
     /// last first.
-    start: Vec<(InstrId, Vec<DimMap>, Vec<i64>)>,
+    start: Vec<(InstrId, Maps, Vec<i64>)>,
     /// Buffers computed inside the region, traced after `start`.
-    after: Vec<(InstrId, Vec<DimMap>)>,
+    after: Vec<(InstrId, Maps)>,
 }
 
 /// The in-place update the main output is, if it is one; buffers computed inside the
@@ -1391,7 +1431,7 @@ fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
     ip.update = Some(ua.clone());
     let udims: Vec<i64> = ua.dims.iter().map(|&d| dim_size(d)).collect();
     let phys = physical_order(ua);
-    let mut um = vec![DimMap::Full; ua.rank()];
+    let mut um: Maps = smallvec::smallvec![DimMap::Full; ua.rank()];
     for (k, &l) in phys.iter().enumerate() {
         um[l] = DimMap::Iter(k);
     }
@@ -1416,7 +1456,7 @@ fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
                 .collect();
             let scatter_dims: Vec<usize> = (0..ua.rank()).filter(|d| !win.contains(d)).collect();
             let ivd = usize::try_from(sd.index_vector_dim).unwrap_or(usize::MAX);
-            let mut im = vec![DimMap::Full; r.rank(idx_op)];
+            let mut im: Maps = smallvec::smallvec![DimMap::Full; r.rank(idx_op)];
             let mut it = scatter_dims.iter();
             for (d, slot) in im.iter_mut().enumerate() {
                 if d != ivd {
@@ -1432,7 +1472,7 @@ fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
         }
     } else {
         for &o in ops.iter().skip(2) {
-            ip.start.push((o, vec![], vec![]));
+            ip.start.push((o, Maps::new(), vec![]));
         }
         if let Some(u) = upd {
             ip.start.push((u, um, udims));
@@ -1683,15 +1723,9 @@ fn trace<'r, 'm>(
         hero: hero.id,
         class: hero.class,
         hd,
-        // Sized for the region (a fused computation's instructions or one
-        // instruction, and its leaves).
-        maps: HashMap::with_capacity_and_hasher(
-            if r.single { 1 } else { r.len() },
-            Default::default(),
-        ),
-        leaf_maps: HashMap::with_capacity_and_hasher(r.leaves.len(), Default::default()),
+        hero_maps: Maps::new(),
         aliased,
-        stack: Vec::new(),
+        bufs: TraceBufs::take(),
     };
     let main = outputs.main;
     let out_phys = physical_order(&space.out_arr);
@@ -1707,7 +1741,7 @@ fn trace<'r, 'm>(
         }
     } else {
         let out_dims_logical = &space.out_dims_logical;
-        let mut m0 = vec![DimMap::Full; outputs.main_arr.rank()];
+        let mut m0: Maps = smallvec::smallvec![DimMap::Full; outputs.main_arr.rank()];
         for (k, &l) in out_phys.iter().enumerate() {
             m0[l] = DimMap::Iter(k);
         }
@@ -1768,12 +1802,11 @@ fn kernel_inputs(r: &Region, tr: &Tracer, space: &IterationSpace) -> Inputs {
             continue;
         }
         let t = tensor(a);
-        let dims = match tr.leaf_maps.get(&leaf) {
+        let dims = match tr.bufs.leaf_maps.get(&leaf) {
             Some(lm) => to_physical(a, lm),
-            None => positional(&t.dims, out_phys_dims, &out_iter_maps),
+            None => positional(&t.dims, out_phys_dims, &out_iter_maps).into_vec(),
         };
-        res.operand_of_input
-            .push(r.leaf_input.get(&leaf).copied().unwrap_or(0));
+        res.operand_of_input.push(r.leaf_operand(leaf).unwrap_or(0));
         res.leaf_of_input.push(leaf);
         res.inputs.push(InputDesc { tensor: t, dims });
     }
@@ -1843,7 +1876,7 @@ fn kernel_kind(r: &Region, hero: &Hero, tr: &Tracer, rank_out: usize) -> KernelK
 /// The MXU role of each output iteration dim.
 fn mxu_roles(r: &Region, hero: &Hero, tr: &Tracer, rank_out: usize) -> Vec<MxuRole> {
     let mut roles = vec![MxuRole::M; rank_out];
-    let hm = tr.maps.get(&hero.id).cloned().unwrap_or_default();
+    let hm = &tr.hero_maps;
     let role_of_out: Vec<MxuRole> = if hero.op == Opcode::Dot {
         let hi = r.ins(hero.id);
         let nb = hi
@@ -2230,7 +2263,7 @@ mod tests {
         let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
         // split: [1024, 768] read by an [8,128,768] consumer
         assert_eq!(
-            reshape_maps(&[1024, 768], &[8, 128, 768], &m),
+            reshape_maps(&[1024, 768], &[8, 128, 768], &m).into_vec(),
             vec![
                 DimMap::Window {
                     out: 0,
@@ -2243,7 +2276,7 @@ mod tests {
         );
         // merge: [8,128,768] read by a [1024,768] consumer
         assert_eq!(
-            reshape_maps(&[8, 128, 768], &[1024, 768], &m[..2]),
+            reshape_maps(&[8, 128, 768], &[1024, 768], &m[..2]).into_vec(),
             vec![
                 DimMap::Outer {
                     iter: 0,
@@ -2255,7 +2288,7 @@ mod tests {
         );
         // size-1 dims are Full (extent 1 either way)
         assert_eq!(
-            reshape_maps(&[1, 64], &[64], &m[..1]),
+            reshape_maps(&[1, 64], &[64], &m[..1]).into_vec(),
             vec![DimMap::Full, DimMap::Iter(0)]
         );
     }
@@ -2264,11 +2297,11 @@ mod tests {
     fn positional_matches_from_the_minor_end() {
         let m = [DimMap::Iter(0), DimMap::Iter(1), DimMap::Iter(2)];
         assert_eq!(
-            positional(&[5, 7], &[3, 5, 7], &m),
+            positional(&[5, 7], &[3, 5, 7], &m).into_vec(),
             vec![DimMap::Iter(1), DimMap::Iter(2)]
         );
         assert_eq!(
-            positional(&[9, 1, 7], &[3, 5, 7], &m),
+            positional(&[9, 1, 7], &[3, 5, 7], &m).into_vec(),
             vec![DimMap::Full, DimMap::Full, DimMap::Iter(2)]
         );
     }

@@ -53,19 +53,26 @@ pub fn dim_size(d: i64) -> i64 {
     }
 }
 
+/// A physical order ([`physical_order`]): inline for the ranks HLO programs use.
+pub type PhysOrder = smallvec::SmallVec<[usize; 8]>;
+
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
 /// position `k` (major→minor = reverse of `minor_to_major`).
-pub fn physical_order(a: &ArrayShape) -> Vec<usize> {
-    let m2m = a.minor_to_major();
+pub fn physical_order(a: &ArrayShape) -> PhysOrder {
     let rank = a.rank();
-    let mut out: Vec<usize> = m2m
+    let m2m: &[i64] = match &a.layout {
+        Some(l) if l.minor_to_major.len() == rank => &l.minor_to_major,
+        // no layout: row-major
+        _ => return (0..rank).collect(),
+    };
+    let mut out: PhysOrder = m2m
         .iter()
         .rev()
         .filter_map(|&d| usize::try_from(d).ok())
         .filter(|&d| d < rank)
         .collect();
     // A malformed layout falls back to row-major.
-    let mut seen = vec![false; rank];
+    let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; rank];
     let ok = out.len() == rank
         && out.iter().all(|&d| {
             let fresh = !seen[d];
@@ -80,9 +87,9 @@ pub fn physical_order(a: &ArrayShape) -> Vec<usize> {
 
 /// Physical dims (major→minor) of an array shape: [`crate::passes::tiling::physical_dims`]
 /// over its layout (a malformed layout reads as row-major).
-pub fn physical_dims(a: &ArrayShape) -> Vec<i64> {
-    let m2m: Vec<i64> = physical_order(a).iter().rev().map(|&d| d as i64).collect();
-    crate::passes::tiling::physical_dims(&a.dims, &m2m).to_vec()
+pub fn physical_dims(a: &ArrayShape) -> crate::ir::Dims {
+    let m2m: crate::ir::Dims = physical_order(a).iter().rev().map(|&d| d as i64).collect();
+    crate::passes::tiling::physical_dims(&a.dims, &m2m)
 }
 
 /// The array an instruction produces for dim-tracing purposes: the array
