@@ -59,12 +59,8 @@ pub type PhysOrder = smallvec::SmallVec<[usize; 8]>;
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
 /// position `k` (major→minor = reverse of `minor_to_major`).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
+    let m2m = a.minor_to_major();
     let rank = a.rank();
-    let m2m: &[i64] = match &a.layout {
-        Some(l) if l.minor_to_major.len() == rank => &l.minor_to_major,
-        // no layout: row-major
-        _ => return (0..rank).collect(),
-    };
     let mut out: PhysOrder = m2m
         .iter()
         .rev()
