@@ -352,7 +352,7 @@ impl<'m> Region<'m> {
     /// Name of instruction `id` (as in the compiled module).
     fn name(&self, id: InstrId) -> String {
         match self.src {
-            Source::Comp(c) => c.instr(id).name.to_string(),
+            Source::Comp(c) => c.instr(id).name.as_str().to_owned(),
             Source::Body(b) => b.name(id.index()),
         }
     }
@@ -831,12 +831,17 @@ impl Tracer<'_, '_> {
                 continue;
             }
             let sc = score(&m);
-            if let Some(&old) = self.bufs.scores.get(&id) {
-                if old >= sc {
-                    continue;
+            match self.bufs.scores.entry(id) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    if *e.get() >= sc {
+                        continue;
+                    }
+                    e.insert(sc);
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(sc);
                 }
             }
-            self.bufs.scores.insert(id, sc);
             if id == self.hero {
                 self.hero_maps.clone_from(&m);
             }

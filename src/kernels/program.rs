@@ -261,7 +261,9 @@ pub struct LoweredProgram {
     /// One representative kernel index per structurally identical class.
     classes: Vec<usize>,
     nodes: Vec<Node>,
-    by_name: HashMap<String, Vec<usize>>,
+    /// Kernel indices by kernel name, made when first asked for (costing a
+    /// configuration without tile overrides never looks a kernel up by name).
+    by_name: std::sync::OnceLock<HashMap<String, Vec<usize>>>,
     /// `while` loops: (instruction name, trip count, source).
     pub loops: Vec<(String, u64, TripSource)>,
     /// The target of the memo the kernels came from, whose evaluations it keeps.
@@ -525,7 +527,7 @@ impl LoweredProgram {
                 nodes.push(Node::Kernel(kernels.len()));
                 kernels.push(ProgramKernel {
                     lowered: l.kernel,
-                    computation: k.computation_name.to_string(),
+                    computation: k.computation_name.as_str().to_owned(),
                     class: 0,
                     entry: l.entry,
                 });
@@ -560,21 +562,28 @@ impl LoweredProgram {
                 }
             };
         }
-        let mut by_name = HashMap::new();
-        for (i, k) in kernels.iter().enumerate() {
-            by_name
-                .entry(k.lowered.desc.name.clone())
-                .or_insert_with(Vec::new)
-                .push(i);
-        }
         Self {
             kernels,
             classes,
             nodes,
-            by_name,
+            by_name: std::sync::OnceLock::new(),
             loops,
             memo_target,
         }
+    }
+
+    /// Kernel indices by kernel name, in program order.
+    fn by_name(&self) -> &HashMap<String, Vec<usize>> {
+        self.by_name.get_or_init(|| {
+            let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, k) in self.kernels.iter().enumerate() {
+                by_name
+                    .entry(k.lowered.desc.name.clone())
+                    .or_default()
+                    .push(i);
+            }
+            by_name
+        })
     }
 
     /// Number of structurally distinct kernels (evaluated once per call).
@@ -584,7 +593,7 @@ impl LoweredProgram {
 
     /// Index of the kernel named `name`.
     pub fn kernel_index(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).and_then(|v| v.first()).copied()
+        self.by_name().get(name).and_then(|v| v.first()).copied()
     }
 
     /// Evaluates every distinct kernel on `target` with its default tile.
@@ -652,7 +661,7 @@ impl PreparedProgram<'_> {
         let mut own = Vec::with_capacity(tiles.len());
         // in name order, so that the first error reported does not depend on insertion
         for (name, cfg) in tiles.iter() {
-            let Some(idx) = p.by_name.get(name) else {
+            let Some(idx) = p.by_name().get(name) else {
                 return Err(ProgramError::UnknownKernel(name.to_string()));
             };
             for &i in idx {

@@ -412,7 +412,7 @@ impl<'a> KernelBody<'a> {
         if self.parameter(i).is_some() {
             String::new()
         } else if b.clone_number == 0 {
-            self.node(i).name.to_string()
+            self.node(i).name.as_str().to_owned()
         } else {
             format!("{}.{}", self.node(i).name, b.clone_number)
         }

@@ -551,11 +551,13 @@ fn search_default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX
 /// alignment until the footprint fits VMEM; false if it still does not.
 fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[i64]) -> bool {
     let limit = target.vmem_limit_bytes;
-    // Bytes each possible cut saves (None: the dim is at its alignment).
+    // Bytes each possible cut saves (None: the dim is at its alignment), and the
+    // footprint after it (the next step's footprint when that cut is taken).
     let mut saved = [None::<u64>; MAX_DIMS];
+    let mut after = [0u64; MAX_DIMS];
+    let mut fp = vmem_footprint(desc, target, t);
     // Each iteration halves one dim, so the loop ends after Σ log2(extent) steps.
     for _ in 0..(64 * MAX_DIMS) {
-        let fp = vmem_footprint(desc, target, t);
         if fp <= limit {
             return true;
         }
@@ -567,9 +569,9 @@ fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[
             let nt = halve(t[d], align[d]);
             saved[d] = (nt < t[d]).then(|| {
                 let old = std::mem::replace(&mut t[d], nt);
-                let s = fp.saturating_sub(vmem_footprint(desc, target, t));
+                after[d] = vmem_footprint(desc, target, t);
                 t[d] = old;
-                s
+                fp.saturating_sub(after[d])
             });
             most = most.max(saved[d].unwrap_or(0));
         }
@@ -590,7 +592,10 @@ fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[
             }
         }
         match best {
-            Some((_, _, d)) => t[d] = halve(t[d], align[d]),
+            Some((_, _, d)) => {
+                t[d] = halve(t[d], align[d]);
+                fp = after[d];
+            }
             None => return false,
         }
     }
