@@ -659,44 +659,6 @@ fn positional(from: &[i64], to: &[i64], m: &[DimMap]) -> Maps {
     res
 }
 
-/// Groups of a reshape between dim lists with equal products.
-fn reshape_groups(a: &[i64], b: &[i64]) -> Option<Vec<(Vec<usize>, Vec<usize>)>> {
-    if a.iter().chain(b).any(|&d| d <= 0) {
-        return None;
-    }
-    let (mut i, mut j) = (0usize, 0usize);
-    let mut groups = Vec::new();
-    while i < a.len() || j < b.len() {
-        let (mut ga, mut gb) = (Vec::new(), Vec::new());
-        let (mut pa, mut pb) = (1i64, 1i64);
-        if i < a.len() {
-            pa = a[i];
-            ga.push(i);
-            i += 1;
-        }
-        if j < b.len() {
-            pb = b[j];
-            gb.push(j);
-            j += 1;
-        }
-        while pa != pb {
-            if pa < pb {
-                let x = *a.get(i)?;
-                pa = pa.checked_mul(x)?;
-                ga.push(i);
-                i += 1;
-            } else {
-                let x = *b.get(j)?;
-                pb = pb.checked_mul(x)?;
-                gb.push(j);
-                j += 1;
-            }
-        }
-        groups.push((ga, gb));
-    }
-    Some(groups)
-}
-
 /// Maps for the dims `a` of a reshape operand, given maps `m` on the result
 /// dims `b` (both in linearisation order). 1:1 groups map directly; a dim
 /// split into several becomes a `Window` over the two most-minor parts (its
@@ -704,13 +666,24 @@ fn reshape_groups(a: &[i64], b: &[i64]) -> Option<Vec<(Vec<usize>, Vec<usize>)>>
 /// take the merged dim's map, the more-major ones as [`DimMap::Outer`].
 fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Maps {
     let mut res = smallvec::smallvec![DimMap::Full; a.len()];
-    let Some(groups) = reshape_groups(a, b) else {
+    let groups = if a.iter().chain(b).any(|&d| d <= 0) {
+        None
+    } else {
+        crate::passes::tiling::reshape_groups(a, b)
+    };
+    let Some((ga, gb)) = groups else {
         return positional(a, b, m);
     };
     let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
-    for (ga, gb) in groups {
-        let oa: Vec<usize> = ga.into_iter().filter(|&i| a[i] != 1).collect();
-        let ob: Vec<usize> = gb.into_iter().filter(|&j| b[j] != 1).collect();
+    let count = ga
+        .iter()
+        .filter(|&&g| g != usize::MAX)
+        .max()
+        .map_or(0, |&g| g + 1);
+    for g in 0..count {
+        // the group's dims of size > 1, major → minor
+        let oa: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| ga[i] == g).collect();
+        let ob: SmallVec<[usize; 8]> = (0..b.len()).filter(|&j| gb[j] == g).collect();
         if oa.is_empty() || ob.is_empty() {
             continue;
         }
@@ -1788,13 +1761,14 @@ impl Inputs {
 /// traced maps in the leaf's physical order (positional maps when the trace did not
 /// reach it).
 fn kernel_inputs(r: &Region, tr: &Tracer, space: &IterationSpace) -> Inputs {
+    let n = r.leaves.len();
     let mut res = Inputs {
-        inputs: Vec::new(),
-        operand_of_input: Vec::new(),
-        leaf_of_input: Vec::new(),
+        inputs: Vec::with_capacity(n),
+        operand_of_input: Vec::with_capacity(n),
+        leaf_of_input: Vec::with_capacity(n),
     };
     let out_phys_dims = &space.out_desc.dims;
-    let out_iter_maps: Vec<DimMap> = (0..space.rank()).map(DimMap::Iter).collect();
+    let out_iter_maps: Maps = (0..space.rank()).map(DimMap::Iter).collect();
     for &leaf in &r.leaves {
         if tr.aliased.contains(&leaf) {
             continue;
@@ -2252,16 +2226,6 @@ pub const MAX_ITER_DIMS: usize = MAX_DIMS;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reshape_groups_pair_equal_products() {
-        let g = reshape_groups(&[8, 128, 768], &[1024, 768]).unwrap();
-        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1])]);
-        let g = reshape_groups(&[1, 6, 4], &[6, 2, 2]).unwrap();
-        assert_eq!(g, vec![(vec![0, 1], vec![0]), (vec![2], vec![1, 2])]);
-        assert!(reshape_groups(&[6], &[7]).is_none());
-        assert!(reshape_groups(&[0, 3], &[3]).is_none());
-    }
 
     #[test]
     fn reshape_maps_split_merge_and_identity() {

@@ -128,9 +128,9 @@ pub fn padded_elements(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> u64 {
 /// Dimension groups of a reshape: for each non-degenerate input/output dim the index of
 /// the smallest group of consecutive dims whose sizes multiply to the same number on
 /// both sides (`usize::MAX` for size-1 dims). `None` if the element counts differ.
-type Groups = SmallVec<[usize; 8]>;
+pub(crate) type Groups = SmallVec<[usize; 8]>;
 
-fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(Groups, Groups)> {
+pub(crate) fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(Groups, Groups)> {
     let mut ga: Groups = SmallVec::from_elem(usize::MAX, a.len());
     let mut gb: Groups = SmallVec::from_elem(usize::MAX, b.len());
     let ia: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| a[i] != 1).collect();
@@ -386,6 +386,19 @@ pub fn is_tpu_bitcast(perm: Option<&[i64]>, a: Laid<'_>, b: Laid<'_>) -> bool {
 mod tests {
     use super::*;
     use PrimitiveType::*;
+
+    #[test]
+    fn reshape_groups_pair_equal_products() {
+        const ONE: usize = usize::MAX;
+        let (ga, gb) = reshape_groups(&[8, 128, 768], &[1024, 768]).unwrap();
+        assert_eq!((&ga[..], &gb[..]), (&[0, 0, 1][..], &[0, 1][..]));
+        let (ga, gb) = reshape_groups(&[1, 6, 4], &[6, 2, 2]).unwrap();
+        assert_eq!((&ga[..], &gb[..]), (&[ONE, 0, 1][..], &[0, 1, 1][..]));
+        let (ga, gb) = reshape_groups(&[2, 3], &[3, 2]).unwrap();
+        assert_eq!((&ga[..], &gb[..]), (&[0, 0][..], &[0, 0][..]));
+        assert!(reshape_groups(&[6], &[7]).is_none());
+        assert!(reshape_groups(&[6, 5], &[6]).is_none());
+    }
 
     fn t(v: &[i64]) -> Tile {
         tile(v)
