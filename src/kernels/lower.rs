@@ -744,8 +744,6 @@ struct TraceBufs {
     scores: HashMap<InstrId, usize>,
     leaf_maps: HashMap<InstrId, Maps>,
     stack: Vec<(InstrId, Maps)>,
-    /// [`Tracer::operand_maps`] of the instruction being traced.
-    ops: Vec<(InstrId, Maps)>,
 }
 
 thread_local! {
@@ -765,22 +763,23 @@ impl Drop for Tracer<'_, '_> {
         b.scores.clear();
         b.leaf_maps.clear();
         b.stack.clear();
-        b.ops.clear();
         TRACE_BUFS.with(|c| c.set(Some(b)));
     }
 }
 
 impl Tracer<'_, '_> {
-    /// Queue `id` with maps `m` given over dims `src` (re-fitted when the
-    /// rank differs, e.g. a tuple element).
-    fn push(&mut self, id: InstrId, m: Maps, src: &[i64]) {
-        let rank = self.r.rank(id);
-        let m = if m.len() == rank {
-            m
-        } else {
-            positional(&self.r.dims(id), src, &m)
-        };
+    /// Queue `id` with maps `m` given over dims `src` (see [`Tracer::refit`]).
+    fn push(&mut self, id: InstrId, mut m: Maps, src: &[i64]) {
+        self.refit(id, &mut m, src);
         self.bufs.stack.push((id, m));
+    }
+
+    /// Maps `m` of `id` given over dims `src`, re-fitted to `id`'s dims when the rank
+    /// differs (e.g. a tuple element).
+    fn refit(&self, id: InstrId, m: &mut Maps, src: &[i64]) {
+        if m.len() != self.r.rank(id) {
+            *m = positional(&self.r.dims(id), src, m);
+        }
     }
 
     fn run(&mut self) {
@@ -818,14 +817,18 @@ impl Tracer<'_, '_> {
             if id == self.hero {
                 self.hero_maps.clone_from(&m);
             }
-            let mut ops = std::mem::take(&mut self.bufs.ops);
-            self.operand_maps(id, &m, &mut ops);
+            // the operands' maps go straight onto the stack (maps are a few hundred
+            // bytes: moved once, not through a buffer)
+            let mut stack = std::mem::take(&mut self.bufs.stack);
+            let start = stack.len();
+            self.operand_maps(id, &m, &mut stack);
             let src = self.r.dims(id);
-            // operand 0 first
-            for (o, om) in ops.drain(..).rev() {
-                self.push(o, om, &src);
+            for (o, om) in &mut stack[start..] {
+                self.refit(*o, om, &src);
             }
-            self.bufs.ops = ops;
+            // operand 0 first
+            stack[start..].reverse();
+            self.bufs.stack = stack;
         }
     }
 
@@ -853,9 +856,8 @@ impl Tracer<'_, '_> {
         r.ins(id).attrs.dimensions == r.ins(self.hero).attrs.dimensions && op0(id) == op0(self.hero)
     }
 
-    /// Maps of each operand of `id` given maps `m` of its result dims.
+    /// Maps of each operand of `id` given maps `m` of its result dims, appended to `res`.
     fn operand_maps(&self, id: InstrId, m: &[DimMap], res: &mut Vec<(InstrId, Maps)>) {
-        res.clear();
         let r = self.r;
         let ins = r.ins(id);
         let ops = r.operands(id);
