@@ -107,9 +107,19 @@ impl ArrayShape {
 
     /// minor_to_major of the layout, or row-major when none is set.
     pub fn minor_to_major(&self) -> Dims {
+        match self.explicit_minor_to_major() {
+            Some(m2m) => m2m.into(),
+            None => (0..self.dims.len() as i64).rev().collect(),
+        }
+    }
+
+    /// The layout's minor_to_major when it names every dim; None when the array reads
+    /// as row-major (no layout, or one of another rank): [`ArrayShape::minor_to_major`]
+    /// without the copy.
+    pub fn explicit_minor_to_major(&self) -> Option<&[i64]> {
         match &self.layout {
-            Some(l) if l.minor_to_major.len() == self.dims.len() => l.minor_to_major.clone(),
-            _ => (0..self.dims.len() as i64).rev().collect(),
+            Some(l) if l.minor_to_major.len() == self.dims.len() => Some(&l.minor_to_major),
+            _ => None,
         }
     }
 

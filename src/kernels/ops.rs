@@ -59,8 +59,10 @@ pub type PhysOrder = smallvec::SmallVec<[usize; 8]>;
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
 /// position `k` (major→minor = reverse of `minor_to_major`).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
-    let m2m = a.minor_to_major();
     let rank = a.rank();
+    let Some(m2m) = a.explicit_minor_to_major() else {
+        return (0..rank).collect();
+    };
     let mut out: PhysOrder = m2m
         .iter()
         .rev()
