@@ -1293,7 +1293,7 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
     let mut inputs = kernel_inputs(r, &tr, &space);
     let kernel_operand = order_inputs(r, &hero, &mut inputs);
     let kind = kernel_kind(r, &hero, &tr, space.rank());
-    let work = vpu_work(r, &hero, &red.dims, &space.out_arr);
+    let work = vpu_work(r, &hero, &red.dims, space.out_arr);
     let desc = KernelDesc {
         name: name.to_string(),
         kind,
@@ -1320,23 +1320,23 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
 }
 
 /// What a kernel writes.
-struct Outputs {
+struct Outputs<'m> {
     /// The instruction of the main output (the largest data element of a tuple root).
     main: InstrId,
-    main_arr: ArrayShape,
+    main_arr: &'m ArrayShape,
     /// Outputs written besides the main one.
     side: Vec<TensorDesc>,
 }
 
 /// The region's main output and side outputs; None when it writes no data.
-fn main_outputs(r: &Region) -> Option<Outputs> {
+fn main_outputs<'m>(r: &Region<'m>) -> Option<Outputs<'m>> {
     let root_ins = r.ins(r.root);
     let root_shape = r.out_shape.unwrap_or(root_ins.shape);
     let mut side: Vec<TensorDesc> = Vec::new();
-    let (main, main_arr): (InstrId, ArrayShape) = match root_shape {
-        Shape::Array(a) => (r.root, a.clone()),
+    let (main, main_arr): (InstrId, &'m ArrayShape) = match root_shape {
+        Shape::Array(a) => (r.root, a),
         Shape::Tuple(_) => {
-            let leaves: Vec<(Option<InstrId>, &ArrayShape)> =
+            let leaves: Vec<(Option<InstrId>, &'m ArrayShape)> =
                 if r.opcode(r.root) == Opcode::Tuple && !r.single {
                     let ops = r.operands(r.root);
                     ops.iter()
@@ -1358,11 +1358,11 @@ fn main_outputs(r: &Region) -> Option<Outputs> {
                 }
             }
             let (p, a) = leaves[bi];
-            (p.unwrap_or(r.root), a.clone())
+            (p.unwrap_or(r.root), a)
         }
         Shape::Buffer(_) => return None,
     };
-    is_data(&main_arr).then_some(Outputs {
+    is_data(main_arr).then_some(Outputs {
         main,
         main_arr,
         side,
@@ -1372,9 +1372,9 @@ fn main_outputs(r: &Region) -> Option<Outputs> {
 /// An in-place update (dynamic-update-slice, scatter): the kernel iterates over the
 /// update, and the buffer is aliased with the output.
 #[derive(Default)]
-struct InPlace {
+struct InPlace<'m> {
     /// The update's shape (None when it is not data: the output's space is kept).
-    update: Option<ArrayShape>,
+    update: Option<&'m ArrayShape>,
     /// Buffers that come straight from a leaf: not read.
     aliased: Vec<InstrId>,
     /// Where the trace starts: (instruction, maps, dims the maps are given over), the
@@ -1386,7 +1386,7 @@ struct InPlace {
 
 /// The in-place update the main output is, if it is one; buffers computed inside the
 /// region are written as side outputs.
-fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
+fn in_place_update<'m>(r: &Region<'m>, outputs: &mut Outputs<'m>) -> Option<InPlace<'m>> {
     let main = outputs.main;
     let main_op = if r.is_leaf(main) {
         Opcode::Parameter
@@ -1408,7 +1408,7 @@ fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
     let Some(ua) = upd.and_then(|u| r.arr(u)).filter(|a| is_data(a)) else {
         return Some(ip);
     };
-    ip.update = Some(ua.clone());
+    ip.update = Some(ua);
     let udims: Vec<i64> = ua.dims.iter().map(|&d| dim_size(d)).collect();
     let phys = physical_order(ua);
     let mut um: Maps = smallvec::smallvec![DimMap::Full; ua.rank()];
@@ -1463,15 +1463,15 @@ fn in_place_update(r: &Region, outputs: &mut Outputs) -> Option<InPlace> {
 
 /// The kernel's iteration space: the physical dims of the array it writes (the update
 /// of an in-place update).
-struct IterationSpace {
+struct IterationSpace<'m> {
     /// The array written.
-    out_arr: ArrayShape,
+    out_arr: &'m ArrayShape,
     out_desc: TensorDesc,
     /// Logical dims of the main output.
     out_dims_logical: Vec<i64>,
 }
 
-impl IterationSpace {
+impl IterationSpace<'_> {
     /// Number of output iteration dims (the reduction dims come after).
     fn rank(&self) -> usize {
         self.out_desc.dims.len()
@@ -1479,11 +1479,14 @@ impl IterationSpace {
 }
 
 /// The iteration space of `outputs`; None when it is empty.
-fn iteration_space(outputs: &Outputs, in_place: Option<&InPlace>) -> Option<IterationSpace> {
+fn iteration_space<'m>(
+    outputs: &Outputs<'m>,
+    in_place: Option<&InPlace<'m>>,
+) -> Option<IterationSpace<'m>> {
     let out_arr = in_place
-        .and_then(|ip| ip.update.clone())
-        .unwrap_or_else(|| outputs.main_arr.clone());
-    let out_desc = tensor(&out_arr);
+        .and_then(|ip| ip.update)
+        .unwrap_or(outputs.main_arr);
+    let out_desc = tensor(out_arr);
     if out_desc.dims.iter().any(|&d| d <= 0) {
         return None;
     }
@@ -1708,7 +1711,7 @@ fn trace<'r, 'm>(
         bufs: TraceBufs::take(),
     };
     let main = outputs.main;
-    let out_phys = physical_order(&space.out_arr);
+    let out_phys = physical_order(space.out_arr);
     if let Some(ip) = in_place {
         for (id, m, src) in ip.start.into_iter().rev() {
             tr.push(id, m, &src);
