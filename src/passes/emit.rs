@@ -320,6 +320,16 @@ fn node_attrs(n: &FNode<'_>, src: Option<SharedAttrs>) -> SharedAttrs {
     }
 }
 
+/// `v.reserve(additional)`, but an empty vector too small for it gets a new allocation
+/// (growing one would copy its dead bytes).
+fn reserve<T>(v: &mut Vec<T>, additional: usize) {
+    if v.is_empty() && v.capacity() < additional {
+        *v = Vec::with_capacity(additional);
+    } else {
+        v.reserve(additional);
+    }
+}
+
 /// The name of copy `k` of an instruction named `base` (see `Emitter::clone_number`).
 fn clone_name(base: &str, k: u64) -> Name {
     match k {
@@ -540,8 +550,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
         s.inputs.find(fc, plan);
         if self.bodies {
             let members: usize = plan.groups.iter().map(|g| g.members.len()).sum();
-            self.arena
-                .reserve(s.inputs.inputs.len() + members + 2 * fc.nodes.len());
+            reserve(
+                &mut self.arena,
+                s.inputs.inputs.len() + members + 2 * fc.nodes.len(),
+            );
+            // a body node is listed once per node of the computation at most
+            reserve(&mut self.nodes, fc.nodes.len());
         }
         live_after_fusion(self.m, fc, plan, &s.inputs, &mut s.live, &mut s.stack)?;
         let mut out = self.begin_comp(fi, fc, plan, &s.live, &mut s.nodes);
