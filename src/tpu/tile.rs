@@ -335,8 +335,16 @@ pub(crate) fn resolve_sizes(
 /// tensor, then `kernel_bounds` (reduction dims), then `input_bounds`; `None` when no
 /// list reaches the dim (its tile is the default).
 pub fn bound_of_dim(desc: &KernelDesc, d: usize) -> Option<(&'static str, usize)> {
+    bound_of_dim_in(desc, &bounds_tensor(desc).1, d)
+}
+
+/// [`bound_of_dim`] given the iteration dims of the [`bounds_tensor`]'s dims (`map`).
+fn bound_of_dim_in(
+    desc: &KernelDesc,
+    map: &[Option<usize>],
+    d: usize,
+) -> Option<(&'static str, usize)> {
     let r = desc.output_rank();
-    let (_, map) = bounds_tensor(desc);
     if let Some(j) = map.iter().position(|&m| m == Some(d)) {
         return Some(("output_bounds", j));
     }
@@ -353,10 +361,14 @@ pub fn bound_of_dim(desc: &KernelDesc, d: usize) -> Option<(&'static str, usize)
 }
 
 /// The tensor and the physical dim of it whose bound sets iteration dim `d`
-/// ([`bound_of_dim`]).
-fn bounded_dim(desc: &KernelDesc, d: usize) -> Option<(&TensorDesc, usize)> {
-    match bound_of_dim(desc, d)? {
-        ("output_bounds", j) => Some((bounds_tensor(desc).0, j)),
+/// ([`bound_of_dim`]), given the [`bounds_tensor`] `bt` of `desc`.
+fn bounded_dim<'d>(
+    desc: &'d KernelDesc,
+    bt: &(&'d TensorDesc, SmallVec<[Option<usize>; MAX_DIMS]>),
+    d: usize,
+) -> Option<(&'d TensorDesc, usize)> {
+    match bound_of_dim_in(desc, &bt.1, d)? {
+        ("output_bounds", j) => Some((bt.0, j)),
         ("kernel_bounds", j) => desc
             .kernel_operand
             .and_then(|k| desc.inputs.get(k))
@@ -518,8 +530,9 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
     // some tile count stands for ([`TileConfig`]), so that the default and the config
     // `default_tile` writes for it are the same tile.
     // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
+    let bt = bounds_tensor(desc);
     for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
-        if let Some((tensor, j)) = bounded_dim(desc, d) {
+        if let Some((tensor, j)) = bounded_dim(desc, &bt, d) {
             let (u, size) = (tile_units(tensor)[j], tensor.dims[j]);
             *td = (((*td).clamp(1, size.max(1)) + u - 1) / u * u)
                 .min(size)
@@ -681,8 +694,9 @@ pub fn count_candidates(desc: &KernelDesc, target: &TpuTarget) -> Vec<Vec<i64>> 
     let n = desc.n_iter().min(MAX_DIMS);
     let mut def = [0i64; MAX_DIMS];
     default_sizes(desc, target, &mut def);
+    let bt = bounds_tensor(desc);
     (0..n)
-        .map(|d| match bounded_dim(desc, d) {
+        .map(|d| match bounded_dim(desc, &bt, d) {
             Some((t, j)) => {
                 let (u, size) = (tile_units(t)[j], t.dims[j].max(1));
                 (1..=(size + u - 1) / u)
