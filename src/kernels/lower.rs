@@ -2260,10 +2260,23 @@ mod tests {
                 DimMap::Iter(1)
             ]
         );
-        // size-1 dims are Full (extent 1 either way)
+        // size-1 dims are Full (extent 1 either way), inside a group too
         assert_eq!(
             reshape_maps(&[1, 64], &[64], &m[..1]).into_vec(),
             vec![DimMap::Full, DimMap::Iter(0)]
+        );
+        assert_eq!(
+            reshape_maps(&[2, 1, 3], &[2, 3], &m[..2]).into_vec(),
+            vec![DimMap::Iter(0), DimMap::Full, DimMap::Iter(1)]
+        );
+        // no grouping (an empty dim, or other element counts): positional maps
+        assert_eq!(
+            reshape_maps(&[0, 3], &[3], &m[..1]).into_vec(),
+            vec![DimMap::Full, DimMap::Iter(0)]
+        );
+        assert_eq!(
+            reshape_maps(&[6], &[7], &m[..1]).into_vec(),
+            vec![DimMap::Full]
         );
     }
 
