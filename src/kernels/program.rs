@@ -545,8 +545,9 @@ impl LoweredProgram {
         memo_target: Option<Arc<TpuTarget>>,
     ) -> Self {
         let mut classes: Vec<usize> = Vec::new();
-        // Structure hash → classes with that hash.
-        let mut seen: HashMap<u64, Vec<usize>> = HashMap::new();
+        // Structure hash → classes with that hash (looked up, never iterated).
+        let mut seen: HashMap<u64, smallvec::SmallVec<[usize; 2]>, foldhash::fast::FixedState> =
+            HashMap::with_capacity_and_hasher(kernels.len(), Default::default());
         for i in 0..kernels.len() {
             let bucket = seen.entry(structure_hash(&kernels[i].lowered)).or_default();
             let found = bucket
