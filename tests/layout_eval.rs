@@ -41,7 +41,7 @@ fn compilation_config_and_recompiled_ns() {
     cfg[i].output = Some([0, 1, 2, 3].into_iter().collect());
     let c = ev.compilation_config(&cfg);
     assert_eq!(c.layout.len(), 1);
-    assert_eq!(c.layout[0].node, NodeRef::Name(conv.name.clone()));
+    assert_eq!(c.layout[0].node, NodeRef::Index(conv.index));
     assert_eq!(c.layout[0].output, vec![0, 1, 2, 3]);
     assert!(c.layout[0].input.is_empty() && c.layout[0].kernel.is_empty());
     let prepared = PreparedModule::new(&m).unwrap();

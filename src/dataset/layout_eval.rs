@@ -125,8 +125,10 @@ impl LayoutEvaluator {
     }
 
     /// The compilation configuration of a layout configuration (one choice per node, in
-    /// `self.nodes` order): a layout entry, by instruction name, for every node with a
-    /// choice; an unchosen tensor of such a node is left to the compiler (empty list).
+    /// `self.nodes` order): a layout entry, by TpuGraphs node index (as a `--config` file's
+    /// `node = N`, unambiguous where two computations share an instruction name), for
+    /// every node with a choice; an unchosen tensor of such a node is left to the
+    /// compiler (empty list).
     pub fn compilation_config(&self, config: &[NodeChoice]) -> CompilationConfig {
         let list = |d: &Option<Dims>| d.as_ref().map(|d| d.to_vec()).unwrap_or_default();
         let mut c = CompilationConfig::default();
@@ -135,7 +137,7 @@ impl LayoutEvaluator {
                 continue;
             }
             c.layout.push(LayoutEntry {
-                node: NodeRef::Name(n.name.clone()),
+                node: NodeRef::Index(n.index),
                 output: list(&ch.output),
                 input: list(&ch.input),
                 kernel: list(&ch.kernel),
