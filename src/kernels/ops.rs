@@ -56,38 +56,32 @@ pub fn dim_size(d: i64) -> i64 {
 /// A physical order ([`physical_order`]): inline for the ranks HLO programs use.
 pub type PhysOrder = smallvec::SmallVec<[usize; 8]>;
 
+/// The layout of an array as `physical_order` and `physical_dims` read it: its
+/// `minor_to_major` when that is a permutation of its dims, else none (row-major).
+fn valid_minor_to_major(a: &ArrayShape) -> Option<&[i64]> {
+    a.explicit_minor_to_major()
+        .filter(|m2m| crate::passes::tiling::is_permutation(m2m, a.rank()))
+}
+
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
-/// position `k` (major→minor = reverse of `minor_to_major`).
+/// position `k` (major→minor = reverse of `minor_to_major`; a malformed layout reads
+/// as row-major).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
-    let rank = a.rank();
-    let Some(m2m) = a.explicit_minor_to_major() else {
-        return (0..rank).collect();
-    };
-    let mut out: PhysOrder = m2m
-        .iter()
-        .rev()
-        .filter_map(|&d| usize::try_from(d).ok())
-        .filter(|&d| d < rank)
-        .collect();
-    // A malformed layout falls back to row-major.
-    let mut seen: smallvec::SmallVec<[bool; 8]> = smallvec::smallvec![false; rank];
-    let ok = out.len() == rank
-        && out.iter().all(|&d| {
-            let fresh = !seen[d];
-            seen[d] = true;
-            fresh
-        });
-    if !ok {
-        out = (0..rank).collect();
+    match valid_minor_to_major(a) {
+        // a permutation of 0..rank: every entry converts
+        Some(m2m) => m2m.iter().rev().map(|&d| d as usize).collect(),
+        None => (0..a.rank()).collect(),
     }
-    out
 }
 
 /// Physical dims (major→minor) of an array shape: [`crate::passes::tiling::physical_dims`]
 /// over its layout (a malformed layout reads as row-major).
 pub fn physical_dims(a: &ArrayShape) -> crate::ir::Dims {
-    let m2m: crate::ir::Dims = physical_order(a).iter().rev().map(|&d| d as i64).collect();
-    crate::passes::tiling::physical_dims(&a.dims, &m2m)
+    use crate::passes::tiling;
+    match valid_minor_to_major(a) {
+        Some(m2m) => tiling::physical_dims(&a.dims, m2m),
+        None => tiling::physical_dims(&a.dims, &tiling::row_major(a.rank())),
+    }
 }
 
 /// The array an instruction produces for dim-tracing purposes: the array
@@ -149,4 +143,46 @@ pub fn add_scaled(a: &mut OpCounts, b: OpCounts, w: f64) {
 /// Total op count (cheap + medium + expensive).
 pub fn total_ops(c: &OpCounts) -> f64 {
     c.cheap + c.medium + c.expensive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Layout;
+
+    fn array(dims: &[i64], m2m: Option<&[i64]>) -> ArrayShape {
+        ArrayShape {
+            element_type: PrimitiveType::F32,
+            dims: dims.iter().copied().collect(),
+            dynamic_mask: 0,
+            layout: m2m.map(|m| Layout {
+                minor_to_major: m.iter().copied().collect(),
+                ..Layout::default()
+            }),
+        }
+    }
+
+    /// The physical order and dims follow a valid layout; a missing, short or
+    /// malformed one reads as row-major.
+    #[test]
+    fn physical_order_and_dims_follow_the_layout() {
+        let order = |a: &ArrayShape| physical_order(a).to_vec();
+        let dims = |a: &ArrayShape| physical_dims(a).to_vec();
+        let nhwc = array(&[8, 32, 16, 3], Some(&[1, 2, 0, 3]));
+        assert_eq!(order(&nhwc), [3, 0, 2, 1]);
+        assert_eq!(dims(&nhwc), [3, 8, 16, 32]);
+        for m2m in [
+            None,
+            Some(&[0, 1][..]),
+            Some(&[1, 1, 0, 3]),
+            Some(&[1, 4, 0, 3]),
+        ] {
+            let a = array(&[8, 32, 16, 3], m2m);
+            assert_eq!(order(&a), [0, 1, 2, 3], "{m2m:?}");
+            assert_eq!(dims(&a), [8, 32, 16, 3], "{m2m:?}");
+        }
+        // a dynamic dim without a bound counts as 1
+        assert_eq!(dims(&array(&[4, -1], Some(&[0, 1]))), [1, 4]);
+        assert!(order(&array(&[], None)).is_empty());
+    }
 }

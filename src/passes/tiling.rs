@@ -16,6 +16,17 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
     if m2m.len() != rank {
         return false;
     }
+    if rank <= 64 {
+        // the dims seen, as bits
+        let mut seen = 0u64;
+        for &d in m2m {
+            match usize::try_from(d) {
+                Ok(d) if d < rank && seen & (1 << d) == 0 => seen |= 1 << d,
+                _ => return false,
+            }
+        }
+        return true;
+    }
     let mut seen: SmallVec<[bool; 8]> = SmallVec::from_elem(false, rank);
     for &d in m2m {
         match usize::try_from(d).ok().and_then(|d| seen.get_mut(d)) {
@@ -386,6 +397,25 @@ pub fn is_tpu_bitcast(perm: Option<&[i64]>, a: Laid<'_>, b: Laid<'_>) -> bool {
 mod tests {
     use super::*;
     use PrimitiveType::*;
+
+    #[test]
+    fn permutations_of_small_and_large_ranks() {
+        assert!(is_permutation(&[], 0));
+        assert!(is_permutation(&[1, 3, 0, 2], 4));
+        assert!(!is_permutation(&[1, 3, 0, 1], 4), "a repeated dim");
+        assert!(!is_permutation(&[1, 4, 0, 2], 4), "a dim past the rank");
+        assert!(!is_permutation(&[1, -1, 0, 2], 4), "a negative dim");
+        assert!(!is_permutation(&[1, 0], 3), "too short");
+        // 64 dims fit the bit set, 70 do not: both paths agree
+        for rank in [63usize, 64, 70] {
+            let mut m: Vec<i64> = (0..rank as i64).rev().collect();
+            assert!(is_permutation(&m, rank), "rank {rank}");
+            m[rank / 2] = m[0];
+            assert!(!is_permutation(&m, rank), "rank {rank}, repeated");
+            m[rank / 2] = rank as i64;
+            assert!(!is_permutation(&m, rank), "rank {rank}, past the rank");
+        }
+    }
 
     #[test]
     fn reshape_groups_pair_equal_products() {
