@@ -531,9 +531,18 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
     // `default_tile` writes for it are the same tile.
     // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
     let bt = bounds_tensor(desc);
+    // the tile units of each tensor a bound counts tiles of (at most three), found once
+    let mut units: SmallVec<[(&TensorDesc, SmallVec<[i64; MAX_DIMS]>); 3]> = SmallVec::new();
     for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
         if let Some((tensor, j)) = bounded_dim(desc, &bt, d) {
-            let (u, size) = (tile_units(tensor)[j], tensor.dims[j]);
+            let k = match units.iter().position(|(x, _)| std::ptr::eq(*x, tensor)) {
+                Some(k) => k,
+                None => {
+                    units.push((tensor, tile_units(tensor)));
+                    units.len() - 1
+                }
+            };
+            let (u, size) = (units[k].1[j], tensor.dims[j]);
             *td = (((*td).clamp(1, size.max(1)) + u - 1) / u * u)
                 .min(size)
                 .max(1);
