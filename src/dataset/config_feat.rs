@@ -78,11 +78,24 @@ pub fn write_layout_config_features(
     cfg: &LayoutConfig,
     out: &mut [f32; LAYOUT_CONFIG_FEATURE_COUNT],
 ) {
+    write_layout_tensor_features(
+        [
+            cfg.output.as_deref(),
+            cfg.input.as_deref(),
+            cfg.kernel.as_deref(),
+        ],
+        out,
+    );
+}
+
+/// [`write_layout_config_features`] of the lists of a node's three tensors (output,
+/// input, kernel), borrowed.
+pub fn write_layout_tensor_features(
+    tensors: [Option<&[i64]>; 3],
+    out: &mut [f32; LAYOUT_CONFIG_FEATURE_COUNT],
+) {
     out.fill(-1.0);
-    for (chunk, tensor) in out
-        .chunks_exact_mut(6)
-        .zip([&cfg.output, &cfg.input, &cfg.kernel])
-    {
+    for (chunk, tensor) in out.chunks_exact_mut(6).zip(tensors) {
         if let Some(dims) = tensor {
             for (s, &v) in chunk.iter_mut().zip(dims) {
                 *s = v as f32;
@@ -138,6 +151,9 @@ mod tests {
                 -1.0, -1.0, -1.0
             ]
         );
+        let mut borrowed = [0.0; LAYOUT_CONFIG_FEATURE_COUNT];
+        write_layout_tensor_features([Some(&[2, 1, 0]), Some(&[3, 2, 1, 0]), None], &mut borrowed);
+        assert_eq!(borrowed, f);
         assert_eq!(layout_config_features(&LayoutConfig::default()), [-1.0; 18]);
         let seven = LayoutConfig {
             kernel: Some(vec![6, 5, 4, 3, 2, 1, 0]),

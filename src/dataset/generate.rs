@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::config_feat::{
-    layout_config_features, tile_config_features, LayoutConfig, TileSizeConfig,
+    tile_config_features, write_layout_tensor_features, TileSizeConfig, LAYOUT_CONFIG_FEATURE_COUNT,
 };
 use super::graph::{encode_graph_with, EncodeOptions};
 use super::graph::{GraphEncoding, GraphError};
@@ -873,13 +873,11 @@ impl LayoutSample {
             &self.config_runtime,
             move |_, row| {
                 if let Some(cfg) = replay.next() {
+                    let mut f = [0.0; LAYOUT_CONFIG_FEATURE_COUNT];
                     for c in &cfg {
-                        let lc = LayoutConfig {
-                            output: c.output.as_ref().map(|d| d.to_vec()),
-                            input: c.input.as_ref().map(|d| d.to_vec()),
-                            kernel: c.kernel.as_ref().map(|d| d.to_vec()),
-                        };
-                        row.extend_from_slice(&layout_config_features(&lc));
+                        let lists = [c.output.as_deref(), c.input.as_deref(), c.kernel.as_deref()];
+                        write_layout_tensor_features(lists, &mut f);
+                        row.extend_from_slice(&f);
                     }
                 }
             },
