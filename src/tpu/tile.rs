@@ -42,13 +42,16 @@ pub struct TileConfig {
     pub input_bounds: Vec<i64>,
 }
 
+/// One tile-count unit per physical dim of a tensor ([`tile_units`]).
+pub type TileUnits = SmallVec<[i64; MAX_DIMS]>;
+
 /// Tile-count units of a tensor's physical dims (major → minor): the dims of its TPU
 /// layout's first tile on the minor dims (the tiling [`tpu_tiles`] gives the array:
 /// `(s,128)` for 32-bit with s = 1…8 rows by the second-minor extent, `(8,128)` for
 /// 16- and 8-bit, `T(128)`…`T(1024)` for rank 1), 1 on every other dim.
-pub fn tile_units(t: &TensorDesc) -> SmallVec<[i64; MAX_DIMS]> {
+pub fn tile_units(t: &TensorDesc) -> TileUnits {
     let r = t.dims.len();
-    let mut u: SmallVec<[i64; MAX_DIMS]> = smallvec::smallvec![1; r];
+    let mut u: TileUnits = smallvec::smallvec![1; r];
     let et = match t.storage_bits() {
         32 => PrimitiveType::F32,
         16 => PrimitiveType::Bf16,
@@ -532,7 +535,7 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
     // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
     let bt = bounds_tensor(desc);
     // the tile units of each tensor a bound counts tiles of (at most three), found once
-    let mut units: SmallVec<[(&TensorDesc, SmallVec<[i64; MAX_DIMS]>); 3]> = SmallVec::new();
+    let mut units: SmallVec<[(&TensorDesc, TileUnits); 3]> = SmallVec::new();
     for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
         if let Some((tensor, j)) = bounded_dim(desc, &bt, d) {
             let k = match units.iter().position(|(x, _)| std::ptr::eq(*x, tensor)) {
