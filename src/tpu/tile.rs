@@ -45,6 +45,25 @@ pub struct TileConfig {
 /// One tile-count unit per physical dim of a tensor ([`tile_units`]).
 pub type TileUnits = SmallVec<[i64; MAX_DIMS]>;
 
+/// The [`tile_units`] of the tensors a kernel's bounds count tiles of (at most three:
+/// the bounds tensor, the kernel operand, input 0), each found once.
+#[derive(Default)]
+struct BoundUnits<'d>(SmallVec<[(&'d TensorDesc, TileUnits); 3]>);
+
+impl<'d> BoundUnits<'d> {
+    /// The unit of physical dim `j` of `t`.
+    fn unit(&mut self, t: &'d TensorDesc, j: usize) -> i64 {
+        let k = match self.0.iter().position(|(x, _)| std::ptr::eq(*x, t)) {
+            Some(k) => k,
+            None => {
+                self.0.push((t, tile_units(t)));
+                self.0.len() - 1
+            }
+        };
+        self.0[k].1[j]
+    }
+}
+
 /// Tile-count units of a tensor's physical dims (major → minor): the dims of its TPU
 /// layout's first tile on the minor dims (the tiling [`tpu_tiles`] gives the array:
 /// `(s,128)` for 32-bit with s = 1…8 rows by the second-minor extent, `(8,128)` for
@@ -534,18 +553,10 @@ pub(crate) fn default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64;
     // `default_tile` writes for it are the same tile.
     // (What `configured_sizes(from_sizes(t))` gives, without allocating.)
     let bt = bounds_tensor(desc);
-    // the tile units of each tensor a bound counts tiles of (at most three), found once
-    let mut units: SmallVec<[(&TensorDesc, TileUnits); 3]> = SmallVec::new();
+    let mut units = BoundUnits::default();
     for (d, td) in t.iter_mut().enumerate().take(desc.n_iter()) {
         if let Some((tensor, j)) = bounded_dim(desc, &bt, d) {
-            let k = match units.iter().position(|(x, _)| std::ptr::eq(*x, tensor)) {
-                Some(k) => k,
-                None => {
-                    units.push((tensor, tile_units(tensor)));
-                    units.len() - 1
-                }
-            };
-            let (u, size) = (units[k].1[j], tensor.dims[j]);
+            let (u, size) = (units.unit(tensor, j), tensor.dims[j]);
             *td = (((*td).clamp(1, size.max(1)) + u - 1) / u * u)
                 .min(size)
                 .max(1);
@@ -707,10 +718,11 @@ pub fn count_candidates(desc: &KernelDesc, target: &TpuTarget) -> Vec<Vec<i64>> 
     let mut def = [0i64; MAX_DIMS];
     default_sizes(desc, target, &mut def);
     let bt = bounds_tensor(desc);
+    let mut units = BoundUnits::default();
     (0..n)
         .map(|d| match bounded_dim(desc, &bt, d) {
             Some((t, j)) => {
-                let (u, size) = (tile_units(t)[j], t.dims[j].max(1));
+                let (u, size) = (units.unit(t, j), t.dims[j].max(1));
                 (1..=(size + u - 1) / u)
                     .map(|c| (c * u).min(size))
                     .collect()
