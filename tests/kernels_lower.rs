@@ -77,7 +77,7 @@ fn dot_with_bias_epilogue_is_an_mxu_kernel() {
         "f32 DEFAULT = one bf16 pass"
     );
     // M = 256, N = 1024 (output dims), K = 512 (the one reduction dim)
-    assert_eq!(d.output.dims, vec![256, 1024]);
+    assert_eq!(d.output.dims[..], [256, 1024]);
     assert_eq!(d.output.elem_bits, 32);
     assert_eq!(d.reduction_dims.len(), 1);
     assert_eq!(d.reduction_dims[0].size, 512);
@@ -122,7 +122,7 @@ fn dot_operand_layout_and_precision() {
         );
     let m = module(&text);
     let d = desc(&m, "dot_fusion");
-    assert_eq!(d.inputs[0].tensor.dims, vec![512, 256]);
+    assert_eq!(d.inputs[0].tensor.dims[..], [512, 256]);
     assert_eq!(d.inputs[0].dims, vec![DimMap::Iter(2), DimMap::Iter(0)]);
     assert_eq!(precision(&d), MxuPrecision::F32Highest);
 }
@@ -157,7 +157,7 @@ ENTRY %main (x: bf16[8,128,768], w: bf16[768,3072], y: bf16[4,64,32], z: bf16[4,
     );
     let d = desc(&m, "mm");
     assert_eq!(precision(&d), MxuPrecision::Bf16);
-    assert_eq!(d.inputs[0].tensor.dims, vec![8, 128, 768]);
+    assert_eq!(d.inputs[0].tensor.dims[..], [8, 128, 768]);
     assert_eq!(d.inputs[0].tensor.elem_bits, 16);
     assert_eq!(
         d.inputs[0].dims,
@@ -439,7 +439,7 @@ fn reduce_over_the_minor_dim_is_a_lane_reduction() {
     let d = &k.desc;
     assert_eq!(d.kind, KernelKind::Reduction);
     assert_eq!(k.hero.name(), "reduce");
-    assert_eq!(d.output.dims, vec![1024]);
+    assert_eq!(d.output.dims[..], [1024]);
     assert_eq!(d.reduction_dims.len(), 1);
     assert_eq!(
         d.reduction_dims[0].kind,
@@ -459,7 +459,7 @@ fn reduce_over_the_minor_dim_is_a_lane_reduction() {
         d2.reduction_dims[0].kind,
         ReductionKind::Reduce(ReduceAxis::Sublanes)
     );
-    assert_eq!(d2.inputs[0].tensor.dims, vec![512, 1024]);
+    assert_eq!(d2.inputs[0].tensor.dims[..], [512, 1024]);
     assert_eq!(d2.inputs[0].dims, vec![DimMap::Iter(1), DimMap::Iter(0)]);
     let t = TpuTarget::v3();
     let lanes = estimate(d, &TileConfig::default(), &t).unwrap();
@@ -496,7 +496,7 @@ ENTRY %main (x: f32[64,256], y: f32[8,56,56,64]) -> (f32[256], f32[8,28,28,64]) 
     assert_eq!(c.inputs[0].dims, vec![DimMap::Iter(1), DimMap::Iter(0)]);
     let p = desc(&m, "pool");
     assert_eq!(p.kind, KernelKind::Reduction);
-    assert_eq!(p.output.dims, vec![8, 28, 28, 64]);
+    assert_eq!(p.output.dims[..], [8, 28, 28, 64]);
     let kinds: Vec<_> = p.reduction_dims.iter().map(|r| (r.kind, r.size)).collect();
     assert_eq!(
         kinds,
@@ -545,8 +545,8 @@ fn transposing_copies_are_copy_transpose_kernels() {
     let d = desc(&m, "relayout");
     assert_eq!(d.kind, KernelKind::CopyTranspose);
     // output physical [256, 512]; the input's minor dim (256) is output dim 0
-    assert_eq!(d.output.dims, vec![256, 512]);
-    assert_eq!(d.inputs[0].tensor.dims, vec![512, 256]);
+    assert_eq!(d.output.dims[..], [256, 512]);
+    assert_eq!(d.inputs[0].tensor.dims[..], [512, 256]);
     assert_eq!(d.inputs[0].dims, vec![DimMap::Iter(1), DimMap::Iter(0)]);
     let e = estimate(&d, &TileConfig::default(), &TpuTarget::v3()).unwrap();
     assert!(e.xlu_ns > 0.0, "a minor-dim change goes through the XLU");
@@ -618,10 +618,10 @@ ENTRY %main (x: f32[64,1024], y: f32[64,1024]) -> (f32[64], f32[64,1024]) {
 "#,
     );
     let k = lower(&m, "f").expect("a kernel");
-    assert_eq!(k.desc.output.dims, vec![64, 1024]);
+    assert_eq!(k.desc.output.dims[..], [64, 1024]);
     assert_eq!(k.desc.kind, KernelKind::Elementwise);
     assert_eq!(k.side_outputs.len(), 1);
-    assert_eq!(k.side_outputs[0].dims, vec![64]);
+    assert_eq!(k.side_outputs[0].dims[..], [64]);
     // multiply (1) + reduce combiner (1) per output element
     assert_eq!(k.desc.vpu.per_output_element.cheap, 2.0);
     assert_eq!(
@@ -652,7 +652,7 @@ ENTRY %main (buf: f32[32,16,256], v: f32[1,16,256], i: s32[]) -> f32[32,16,256] 
 "#,
     );
     let k = lower(&m, "upd").expect("a kernel");
-    assert_eq!(k.desc.output.dims, vec![1, 16, 256]);
+    assert_eq!(k.desc.output.dims[..], [1, 16, 256]);
     // the aliased buffer is not read, the scalar index is a kernel argument
     assert_eq!(k.operand_of_input, vec![1]);
     assert_eq!(k.desc.vpu.per_output_element.medium, 1.0);

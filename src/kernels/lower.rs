@@ -1239,7 +1239,7 @@ impl Tracer<'_, '_> {
 
 /// Physical TensorDesc of an array.
 fn tensor(a: &ArrayShape) -> TensorDesc {
-    TensorDesc::typed(physical_dims(a).to_vec(), a.element_type, elem_bits(a))
+    TensorDesc::typed(crate::ir::Dims::from_slice(&physical_dims(a)), a.element_type, elem_bits(a))
 }
 
 /// Leaf logical maps → physical-order maps of the input tensor.

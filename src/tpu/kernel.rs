@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ModelError;
-use crate::ir::PrimitiveType;
+use crate::ir::{Dims, PrimitiveType};
 
 /// Largest supported number of iteration dims (output rank + reduction dims),
 /// and largest tensor rank. Evaluation uses fixed stack arrays of this size.
@@ -19,8 +19,8 @@ pub const MAX_DIMS: usize = 12;
 /// A tensor in its physical layout.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorDesc {
-    /// Physical dims, major→minor (after layout assignment).
-    pub dims: Vec<i64>,
+    /// Physical dims, major→minor (after layout assignment); inline up to rank 4.
+    pub dims: Dims,
     /// Element width in bits (1-bit `pred` is stored as 8 bits; `E(n)` wins).
     pub elem_bits: u32,
     /// Element type: with the dims it fixes the TPU tiling of the tensor in HBM
@@ -33,7 +33,7 @@ impl TensorDesc {
     /// s8, pred, s4, f64): for kernels built from numbers (tests, calibration
     /// microbenchmarks, the layout evaluator's copies). The lowering passes the real
     /// type with [`TensorDesc::typed`].
-    pub fn new(dims: Vec<i64>, elem_bits: u32) -> Self {
+    pub fn new(dims: impl Into<Dims>, elem_bits: u32) -> Self {
         let elem = match elem_bits {
             0..=1 => PrimitiveType::Pred,
             2 => PrimitiveType::S2,
@@ -46,9 +46,9 @@ impl TensorDesc {
         Self::typed(dims, elem, elem_bits)
     }
     /// A tensor of element type `elem` stored at `elem_bits` bits.
-    pub fn typed(dims: Vec<i64>, elem: PrimitiveType, elem_bits: u32) -> Self {
+    pub fn typed(dims: impl Into<Dims>, elem: PrimitiveType, elem_bits: u32) -> Self {
         Self {
-            dims,
+            dims: dims.into(),
             elem_bits,
             elem,
         }
@@ -863,7 +863,7 @@ mod tests {
             MxuPrecision::Bf16,
         )
         .unwrap();
-        assert_eq!(c.output.dims, vec![2, 4, 4, 8]);
+        assert_eq!(c.output.dims[..], [2, 4, 4, 8]);
         assert_eq!(c.inputs[0].broadcast_dims(7), vec![3]);
         assert_eq!(c.inputs[0].contraction_dims(4, 7), vec![4, 5, 6]);
         assert_eq!(c.flops, 2.0 * 2.0 * 16.0 * 8.0 * 4.0 * 9.0);
@@ -881,7 +881,7 @@ mod tests {
             Err(ModelError::BadIterDim { dim: 9, .. })
         ));
         let r = KernelDesc::reduction("r", &[4, 6, 8], &[1, 2], 32, OpCounts::cheap(1.0)).unwrap();
-        assert_eq!(r.output.dims, vec![4]);
+        assert_eq!(r.output.dims[..], [4]);
         assert_eq!(
             r.reduction_dims.iter().map(|x| x.kind).collect::<Vec<_>>(),
             vec![

@@ -578,7 +578,7 @@ pub(crate) fn evaluate(
                 .map(|inp| {
                     let b = input_tile_bytes(inp, &tile[..n], target);
                     InputTraffic {
-                        dims: inp.tensor.dims.clone(),
+                        dims: inp.tensor.dims.to_vec(),
                         elem_bits: inp.tensor.elem_bits,
                         tile_bytes: b,
                         fetches: fetch_count(inp, &g[..n]),
@@ -587,7 +587,7 @@ pub(crate) fn evaluate(
                 })
                 .collect(),
             output: OutputTraffic {
-                dims: desc.output.dims.clone(),
+                dims: desc.output.dims.to_vec(),
                 elem_bits: desc.output.elem_bits,
                 tile_bytes: out_tile_bytes(&desc.output, &tile[..n], desc.output.elem_bits, target),
                 writes: out_blocks,

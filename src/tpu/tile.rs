@@ -823,7 +823,7 @@ mod tests {
         )
         .unwrap();
         let (bt, _) = bounds_tensor(&r);
-        assert_eq!(bt.dims, vec![26, 26, 32, 192]);
+        assert_eq!(bt.dims[..], [26, 26, 32, 192]);
         assert_eq!(tile_units(bt).to_vec(), vec![1, 1, 8, 128]);
         assert_eq!(tile_extents(bt).to_vec(), vec![26, 26, 4, 2]);
         let cfg = TileConfig {
