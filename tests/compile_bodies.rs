@@ -226,7 +226,7 @@ ENTRY e {
         );
         for (i, ins) in b.instrs.iter().enumerate() {
             assert!(
-                ins.operands.iter().all(|&o| (o as usize) < i),
+                ins.operands.iter().all(|&o| o.index() < i),
                 "{}: ids in order",
                 k.name
             );

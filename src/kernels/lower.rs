@@ -207,6 +207,23 @@ enum Source<'m> {
     Body(KernelBody<'m>),
 }
 
+/// The operands of an instruction of a region, in slot order: a kernel body's, read in
+/// place, or a computation's, collected from its graph.
+enum Operands<'a> {
+    InPlace(&'a [InstrId]),
+    Collected(SmallVec<[InstrId; 4]>),
+}
+
+impl std::ops::Deref for Operands<'_> {
+    type Target = [InstrId];
+    fn deref(&self) -> &[InstrId] {
+        match self {
+            Operands::InPlace(s) => s,
+            Operands::Collected(v) => v,
+        }
+    }
+}
+
 /// What lowering reads of an instruction.
 #[derive(Clone, Copy)]
 struct Ins<'m> {
@@ -414,14 +431,10 @@ impl<'m> Region<'m> {
         }
     }
 
-    fn operands(&self, id: InstrId) -> SmallVec<[InstrId; 4]> {
-        match self.src {
-            Source::Comp(c) => c.operands(id),
-            Source::Body(b) => b.instrs[id.index()]
-                .operands
-                .iter()
-                .map(|&o| InstrId::new(o as usize))
-                .collect(),
+    fn operands(&self, id: InstrId) -> Operands<'_> {
+        match &self.src {
+            Source::Comp(c) => Operands::Collected(c.operands(id)),
+            Source::Body(b) => Operands::InPlace(&b.instrs[id.index()].operands),
         }
     }
 
@@ -1026,7 +1039,7 @@ impl Tracer<'_, '_> {
             }
             Opcode::Iota | Opcode::Constant | Opcode::Rng | Opcode::RngBitGenerator => {}
             _ => {
-                for &o in &ops {
+                for &o in ops.iter() {
                     res.push((o, same_or_pos(o)));
                 }
             }
@@ -1519,7 +1532,7 @@ fn choose_hero(r: &Region, outputs: &Outputs, space: &IterationSpace, in_place: 
     let (op, operands) = if r.is_leaf(id) {
         (Opcode::Copy, SmallVec::new())
     } else {
-        (r.opcode(id), r.operands(id))
+        (r.opcode(id), SmallVec::from_slice(&r.operands(id)))
     };
     Hero {
         id,
@@ -1732,7 +1745,7 @@ fn trace<'r, 'm>(
         tr.run();
         // other outputs of a multi-output fusion read inputs too
         if !r.single && r.opcode(r.root) == Opcode::Tuple {
-            for o in r.operands(r.root) {
+            for &o in r.operands(r.root).iter() {
                 if o != main {
                     tr.push(o, m0.clone(), out_dims_logical);
                     tr.run();
@@ -2097,7 +2110,7 @@ fn cone_of(r: &Region, roots: &[InstrId]) -> Vec<InstrId> {
         if r.single {
             continue;
         }
-        stack.extend(r.operands(id));
+        stack.extend_from_slice(&r.operands(id));
     }
     seen
 }

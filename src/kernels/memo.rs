@@ -228,8 +228,8 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
             }
         }
         out.extend_from_slice(&(b.operands.len() as u32).to_le_bytes());
-        for &o in &b.operands {
-            out.extend_from_slice(&o.to_le_bytes());
+        for o in &b.operands {
+            out.extend_from_slice(&(o.index() as u32).to_le_bytes());
         }
     }
     true

@@ -730,7 +730,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 leaves.push(o);
                 leaves.len() - 1
             });
-            ops.push(pos as u32);
+            ops.push(InstrId::new(pos));
         }
         let node = b
             .body_nodes
@@ -917,10 +917,13 @@ impl<'e, 'a> Emitter<'e, 'a> {
             if self.bodies {
                 // the name as `name_for` would make it, made only if asked for
                 let number = self.clone_number(x2, &mut b.named);
-                let ops: Option<SmallVec<[u32; 4]>> = nd2
+                let ops: Option<SmallVec<[InstrId; 4]>> = nd2
                     .operands
                     .iter()
-                    .map(|&o| Some(b.local[o as usize]).filter(|&l| l != NONE))
+                    .map(|&o| {
+                        let l = b.local[o as usize];
+                        (l != NONE).then(|| InstrId::new(l as usize))
+                    })
                     .collect();
                 let ops = ops
                     .ok_or_else(|| bad(m, format!("fused operand of '{}' missing", nd2.name())))?;

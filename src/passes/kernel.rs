@@ -328,13 +328,14 @@ pub struct BodyInstr {
     /// 0: the instruction is called as its node; else it is a further copy (an
     /// instruction fused into several kernels) named `{name}.{clone_number}`.
     pub clone_number: u64,
-    /// Operands, as positions in the kernel's [`KernelBody::instrs`].
-    pub operands: SmallVec<[u32; 4]>,
+    /// Operands, as positions in the kernel's [`KernelBody::instrs`]: the ids the
+    /// kernel's instructions have within it ([`InstrId::index`] is the position).
+    pub operands: SmallVec<[InstrId; 4]>,
 }
 
 impl BodyInstr {
     /// An instruction that is node `node` (not a fusion parameter).
-    pub(crate) fn of(node: u32, clone_number: u64, operands: SmallVec<[u32; 4]>) -> Self {
+    pub(crate) fn of(node: u32, clone_number: u64, operands: SmallVec<[InstrId; 4]>) -> Self {
         BodyInstr {
             node,
             parameter: ParameterNumber::NONE,
