@@ -185,6 +185,57 @@ pub(crate) struct LayoutScratch {
     ranks: Vec<u8>,
     lay: Vec<Option<Dims>>,
     stack: Vec<u32>,
+    bitcasts: BitcastMemo,
+}
+
+/// Which transposes and reshapes are bitcasts ([`tiling::is_tpu_bitcast`]), remembered
+/// across compilations under everything the answer reads: the permutation, and both
+/// sides' element type, dims and layout. Random configurations give a reshape's tensors
+/// a few dozen layouts at most, so most tests are answered from the table. At most
+/// [`BitcastMemo::MAX`] answers are kept; a full table starts again.
+#[derive(Default)]
+struct BitcastMemo {
+    table: HashMap<Box<[i64]>, bool, FxBuild>,
+    /// The key being looked up (reused).
+    key: Vec<i64>,
+}
+
+impl BitcastMemo {
+    const MAX: usize = 1 << 16;
+
+    fn is_tpu_bitcast(
+        &mut self,
+        perm: Option<&[i64]>,
+        a: tiling::Laid<'_>,
+        b: tiling::Laid<'_>,
+    ) -> bool {
+        // every list after its length, so that two keys are equal only for equal inputs
+        let k = &mut self.key;
+        k.clear();
+        match perm {
+            Some(p) => {
+                k.push(p.len() as i64);
+                k.extend_from_slice(p);
+            }
+            None => k.push(-1),
+        }
+        for side in [&a, &b] {
+            k.push(side.et as i64);
+            k.push(side.dims.len() as i64);
+            k.extend_from_slice(side.dims);
+            k.push(side.m2m.len() as i64);
+            k.extend_from_slice(side.m2m);
+        }
+        if let Some(&answer) = self.table.get(&k[..]) {
+            return answer;
+        }
+        let answer = tiling::is_tpu_bitcast(perm, a, b);
+        if self.table.len() >= Self::MAX {
+            self.table.clear();
+        }
+        self.table.insert(k[..].into(), answer);
+        answer
+    }
 }
 
 struct Solver<'s, 'a> {
@@ -778,7 +829,7 @@ fn solve_comp(
     share_tuple_layouts(fc);
     let mut stats = LayoutStats::default();
     insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
-    to_bitcasts(fc, &mut stats);
+    to_bitcasts(fc, &mut stats, &mut scratch.bitcasts);
     (comp_layouts(fc), stats)
 }
 
@@ -1364,7 +1415,7 @@ fn insert_copies<'a>(
 }
 
 /// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.
-fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
+fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats, memo: &mut BitcastMemo) {
     for k in 0..fc.order.len() {
         let x = fc.order[k];
         let n = &fc.nodes[x as usize];
@@ -1399,7 +1450,7 @@ fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats) {
             dims: &b.dims,
             m2m: bm,
         };
-        if tiling::is_tpu_bitcast(perm, from, to) {
+        if memo.is_tpu_bitcast(perm, from, to) {
             fc.nodes[x as usize].opcode = Opcode::Bitcast;
             stats.bitcasts += 1;
         }
