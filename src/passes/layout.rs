@@ -1456,3 +1456,69 @@ fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats, memo: &mut BitcastMe
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::PrimitiveType::{self, Bf16, F32};
+
+    fn laid<'a>(et: PrimitiveType, dims: &'a [i64], m2m: &'a [i64]) -> tiling::Laid<'a> {
+        tiling::Laid { et, dims, m2m }
+    }
+
+    #[test]
+    fn the_bitcast_memo_answers_what_the_test_answers() {
+        let mut memo = BitcastMemo::default();
+        // [64] -> [1,1,1,64]: a bitcast under the row-major layout, not when the 64 is
+        // made major (the unit dims then take the tiles' minor places)
+        let cases: [(Option<&[i64]>, tiling::Laid<'_>, tiling::Laid<'_>); 6] = [
+            (
+                None,
+                laid(F32, &[64], &[0]),
+                laid(F32, &[1, 1, 1, 64], &[3, 2, 1, 0]),
+            ),
+            (
+                None,
+                laid(F32, &[64], &[0]),
+                laid(F32, &[1, 1, 1, 64], &[0, 1, 2, 3]),
+            ),
+            (
+                None,
+                laid(Bf16, &[64], &[0]),
+                laid(F32, &[1, 1, 1, 64], &[3, 2, 1, 0]),
+            ),
+            // a transpose that only relabels the layout, and the same dims unpermuted
+            (
+                Some(&[1, 0]),
+                laid(F32, &[8, 128], &[1, 0]),
+                laid(F32, &[128, 8], &[0, 1]),
+            ),
+            (
+                Some(&[1, 0]),
+                laid(F32, &[8, 128], &[1, 0]),
+                laid(F32, &[128, 8], &[1, 0]),
+            ),
+            (
+                Some(&[0, 1]),
+                laid(F32, &[8, 128], &[1, 0]),
+                laid(F32, &[8, 128], &[1, 0]),
+            ),
+        ];
+        let direct: Vec<bool> = cases
+            .iter()
+            .map(|&(p, a, b)| tiling::is_tpu_bitcast(p, a, b))
+            .collect();
+        assert_eq!(direct, [true, false, false, true, false, true]);
+        // asked twice, in two orders: every answer is the test's, remembered or not
+        for _ in 0..2 {
+            for (&(p, a, b), &want) in cases.iter().zip(&direct).rev() {
+                assert_eq!(memo.is_tpu_bitcast(p, a, b), want);
+            }
+        }
+        assert_eq!(
+            memo.table.len(),
+            cases.len(),
+            "one entry per distinct question"
+        );
+    }
+}
