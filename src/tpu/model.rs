@@ -163,9 +163,10 @@ fn padded_elems(rank: usize, ext: impl Fn(usize) -> i64, sub: i64, lanes: i64) -
 /// Padded bytes of the tile of `inp` needed for iteration tile `e`.
 #[inline]
 fn input_tile_bytes(inp: &InputDesc, e: &[i64], t: &TpuTarget) -> f64 {
-    let dims = &inp.tensor.dims;
+    // both as plain slices: the closure below indexes them once per dim
+    let (dims, maps): (&[i64], &[DimMap]) = (&inp.tensor.dims, &inp.dims);
     let bits = storage_bits(inp.tensor.elem_bits);
-    let ext = |i: usize| match (inp.dims.get(i), dims.get(i)) {
+    let ext = |i: usize| match (maps.get(i), dims.get(i)) {
         (Some(m), Some(&s)) => input_extent(m, s, e),
         _ => 1,
     };
