@@ -753,8 +753,10 @@ struct Tracer<'r, 'm> {
 #[derive(Default)]
 struct TraceBufs {
     /// [`score`] of the maps each traced instruction was reached with (the best so far:
-    /// an instruction is traced again only with better maps).
-    scores: HashMap<InstrId, usize>,
+    /// an instruction is traced again only with better maps), by [`InstrId::index`];
+    /// `scored` lists the indices set, to reset them.
+    scores: Vec<Option<usize>>,
+    scored: Vec<usize>,
     leaf_maps: HashMap<InstrId, Maps>,
     stack: Vec<(InstrId, Maps)>,
 }
@@ -773,7 +775,9 @@ impl TraceBufs {
 impl Drop for Tracer<'_, '_> {
     fn drop(&mut self) {
         let mut b = std::mem::take(&mut self.bufs);
-        b.scores.clear();
+        for i in b.scored.drain(..) {
+            b.scores[i] = None;
+        }
         b.leaf_maps.clear();
         b.stack.clear();
         TRACE_BUFS.with(|c| c.set(Some(b)));
@@ -816,17 +820,17 @@ impl Tracer<'_, '_> {
                 continue;
             }
             let sc = score(&m);
-            match self.bufs.scores.entry(id) {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    if *e.get() >= sc {
-                        continue;
-                    }
-                    e.insert(sc);
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(sc);
-                }
+            let i = id.index();
+            let b = &mut self.bufs;
+            if b.scores.len() <= i {
+                b.scores.resize(i + 1, None);
             }
+            match b.scores[i] {
+                Some(best) if best >= sc => continue,
+                Some(_) => {}
+                None => b.scored.push(i),
+            }
+            b.scores[i] = Some(sc);
             if id == self.hero {
                 self.hero_maps.clone_from(&m);
             }
