@@ -1256,11 +1256,7 @@ impl Tracer<'_, '_> {
 
 /// Physical TensorDesc of an array.
 fn tensor(a: &ArrayShape) -> TensorDesc {
-    TensorDesc::typed(
-        crate::ir::Dims::from_slice(&physical_dims(a)),
-        a.element_type,
-        elem_bits(a),
-    )
+    TensorDesc::typed(physical_dims(a), a.element_type, elem_bits(a))
 }
 
 /// Leaf logical maps → physical-order maps of the input tensor.
