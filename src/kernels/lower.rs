@@ -736,6 +736,15 @@ fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Maps {
 /// Dim maps of one instruction's dims (inline for the ranks HLO programs use).
 type Maps = SmallVec<[DimMap; 6]>;
 
+/// The maps of an operand, from its user's ([`Tracer::operand_maps`]). Inline: a boxed
+/// variant would allocate for every operand traced.
+#[allow(clippy::large_enum_variant)]
+enum OperandMaps {
+    /// The user's own maps (an operand of the same dims: elementwise, slice, …).
+    Same,
+    New(Maps),
+}
+
 struct Tracer<'r, 'm> {
     r: &'r Region<'m>,
     hero: InstrId,
@@ -758,7 +767,14 @@ struct TraceBufs {
     scores: Vec<Option<usize>>,
     scored: Vec<usize>,
     leaf_maps: HashMap<InstrId, Maps>,
-    stack: Vec<(InstrId, Maps)>,
+    /// The maps of every queued instruction, one after another; a stack entry names
+    /// its maps by their span here (an operand traced with its user's maps shares
+    /// the user's span), so queueing moves 16 bytes, not a few hundred.
+    maps: Vec<DimMap>,
+    /// Instructions to trace: (instruction, start and length of its maps in `maps`).
+    stack: Vec<(InstrId, usize, usize)>,
+    /// The operand maps of the instruction being traced ([`Tracer::operand_maps`]).
+    operands: Vec<(InstrId, OperandMaps)>,
 }
 
 thread_local! {
@@ -779,6 +795,7 @@ impl Drop for Tracer<'_, '_> {
             b.scores[i] = None;
         }
         b.leaf_maps.clear();
+        b.maps.clear();
         b.stack.clear();
         TRACE_BUFS.with(|c| c.set(Some(b)));
     }
@@ -788,7 +805,15 @@ impl Tracer<'_, '_> {
     /// Queue `id` with maps `m` given over dims `src` (see [`Tracer::refit`]).
     fn push(&mut self, id: InstrId, mut m: Maps, src: &[i64]) {
         self.refit(id, &mut m, src);
-        self.bufs.stack.push((id, m));
+        let at = self.store(&m);
+        self.bufs.stack.push((id, at.0, at.1));
+    }
+
+    /// Keep maps `m` in the buffers: their span (start, length).
+    fn store(&mut self, m: &[DimMap]) -> (usize, usize) {
+        let start = self.bufs.maps.len();
+        self.bufs.maps.extend_from_slice(m);
+        (start, m.len())
     }
 
     /// Maps `m` of `id` given over dims `src`, re-fitted to `id`'s dims when the rank
@@ -801,27 +826,28 @@ impl Tracer<'_, '_> {
 
     fn run(&mut self) {
         let mut guard = 0usize;
-        while let Some((id, m)) = self.bufs.stack.pop() {
+        while let Some((id, start, len)) = self.bufs.stack.pop() {
             guard += 1;
             if guard > 1_000_000 {
                 break;
             }
+            let span = start..start + len;
+            let b = &mut self.bufs;
             if self.r.is_leaf(id) {
-                let e = self
-                    .bufs
+                let m = &b.maps[span];
+                let e = b
                     .leaf_maps
                     .entry(id)
                     .or_insert_with(|| smallvec::smallvec![DimMap::Full; m.len()]);
-                for (slot, &x) in e.iter_mut().zip(&m) {
+                for (slot, &x) in e.iter_mut().zip(m) {
                     if matches!(slot, DimMap::Full) {
                         *slot = x;
                     }
                 }
                 continue;
             }
-            let sc = score(&m);
+            let sc = score(&b.maps[span.clone()]);
             let i = id.index();
-            let b = &mut self.bufs;
             if b.scores.len() <= i {
                 b.scores.resize(i + 1, None);
             }
@@ -832,20 +858,34 @@ impl Tracer<'_, '_> {
             }
             b.scores[i] = Some(sc);
             if id == self.hero {
-                self.hero_maps.clone_from(&m);
+                self.hero_maps.clear();
+                self.hero_maps
+                    .extend_from_slice(&self.bufs.maps[span.clone()]);
             }
-            // the operands' maps go straight onto the stack (maps are a few hundred
-            // bytes: moved once, not through a buffer)
-            let mut stack = std::mem::take(&mut self.bufs.stack);
-            let start = stack.len();
-            self.operand_maps(id, &m, &mut stack);
+            let mut ops = std::mem::take(&mut self.bufs.operands);
+            ops.clear();
+            self.operand_maps(id, &self.bufs.maps[span.clone()], &mut ops);
             let src = self.r.dims(id);
-            for (o, om) in &mut stack[start..] {
-                self.refit(*o, om, &src);
+            // operand 0 is traced first: queued last
+            for (o, om) in ops.iter_mut().rev() {
+                let o = *o;
+                let at = match om {
+                    // the user's maps, when they fit the operand's rank (else re-fitted
+                    // like any other maps)
+                    OperandMaps::Same if self.r.rank(o) == len => (start, len),
+                    OperandMaps::Same => {
+                        let mut m = Maps::from_slice(&self.bufs.maps[span.clone()]);
+                        self.refit(o, &mut m, &src);
+                        self.store(&m)
+                    }
+                    OperandMaps::New(m) => {
+                        self.refit(o, m, &src);
+                        self.store(m)
+                    }
+                };
+                self.bufs.stack.push((o, at.0, at.1));
             }
-            // operand 0 first
-            stack[start..].reverse();
-            self.bufs.stack = stack;
+            self.bufs.operands = ops;
         }
     }
 
@@ -874,23 +914,23 @@ impl Tracer<'_, '_> {
     }
 
     /// Maps of each operand of `id` given maps `m` of its result dims, appended to `res`.
-    fn operand_maps(&self, id: InstrId, m: &[DimMap], res: &mut Vec<(InstrId, Maps)>) {
+    fn operand_maps(&self, id: InstrId, m: &[DimMap], res: &mut Vec<(InstrId, OperandMaps)>) {
         let r = self.r;
         let ins = r.ins(id);
         let ops = r.operands(id);
         let out_dims = r.dims(id);
         let full = |o: InstrId| smallvec::smallvec![DimMap::Full; r.rank(o)];
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
-        let same_or_pos = |o: InstrId| -> Maps {
+        let same_or_pos = |o: InstrId| -> OperandMaps {
             let od = r.dims(o);
             // equal rank: the same dims, possibly resized (slice, pad,
             // dynamic-slice, concatenate, reverse, …)
             if od.len() == out_dims.len() {
-                Maps::from_slice(m)
+                OperandMaps::Same
             } else if od.is_empty() {
-                Maps::new()
+                OperandMaps::New(Maps::new())
             } else {
-                positional(&od, &out_dims, m)
+                OperandMaps::New(positional(&od, &out_dims, m))
             }
         };
         let idx = |d: i64| usize::try_from(d).ok();
@@ -906,7 +946,7 @@ impl Tracer<'_, '_> {
                             }
                         }
                     }
-                    res.push((o, om));
+                    res.push((o, OperandMaps::New(om)));
                 }
             }
             Opcode::Transpose => {
@@ -919,12 +959,12 @@ impl Tracer<'_, '_> {
                             }
                         }
                     }
-                    res.push((o, om));
+                    res.push((o, OperandMaps::New(om)));
                 }
             }
             Opcode::Reshape | Opcode::DynamicReshape => {
                 if let Some(&o) = ops.first() {
-                    res.push((o, reshape_maps(&r.dims(o), &out_dims, m)));
+                    res.push((o, OperandMaps::New(reshape_maps(&r.dims(o), &out_dims, m))));
                 }
             }
             Opcode::Bitcast => {
@@ -947,7 +987,7 @@ impl Tracer<'_, '_> {
                         }
                         None => Maps::new(),
                     };
-                    res.push((o, om));
+                    res.push((o, OperandMaps::New(om)));
                 }
             }
             Opcode::GetTupleElement => {
@@ -972,7 +1012,7 @@ impl Tracer<'_, '_> {
                     .unwrap_or_default();
                 for (k, &o) in ops.iter().enumerate() {
                     if k >= n {
-                        res.push((o, full(o)));
+                        res.push((o, OperandMaps::New(full(o))));
                         continue;
                     }
                     let rank = r.rank(o);
@@ -986,14 +1026,14 @@ impl Tracer<'_, '_> {
                             j += 1;
                         }
                     }
-                    res.push((o, om));
+                    res.push((o, OperandMaps::New(om)));
                 }
             }
             Opcode::ReduceWindow => {
                 let n = ops.len() / 2;
                 for (k, &o) in ops.iter().enumerate() {
                     if k >= n {
-                        res.push((o, full(o)));
+                        res.push((o, OperandMaps::New(full(o))));
                         continue;
                     }
                     let rank = r.rank(o);
@@ -1021,7 +1061,7 @@ impl Tracer<'_, '_> {
                             (_, x) => x,
                         };
                     }
-                    res.push((o, om));
+                    res.push((o, OperandMaps::New(om)));
                 }
             }
             Opcode::Dot => self.dot_maps(id, m, &ops, res),
@@ -1034,9 +1074,9 @@ impl Tracer<'_, '_> {
                     let om = if i < k {
                         same_or_pos(o)
                     } else if i == k {
-                        full(o)
+                        OperandMaps::New(full(o))
                     } else {
-                        positional(&r.dims(o), &out_dims, m)
+                        OperandMaps::New(positional(&r.dims(o), &out_dims, m))
                     };
                     res.push((o, om));
                 }
@@ -1050,14 +1090,20 @@ impl Tracer<'_, '_> {
         }
     }
 
-    fn dot_maps(&self, id: InstrId, m: &[DimMap], ops: &[InstrId], res: &mut Vec<(InstrId, Maps)>) {
+    fn dot_maps(
+        &self,
+        id: InstrId,
+        m: &[DimMap],
+        ops: &[InstrId],
+        res: &mut Vec<(InstrId, OperandMaps)>,
+    ) {
         let r = self.r;
         let (Some(&lhs), Some(&rhs)) = (ops.first(), ops.get(1)) else {
             return;
         };
         let Some(dd) = r.ins(id).attrs.dot_dims.as_deref() else {
             for &o in ops {
-                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+                res.push((o, OperandMaps::New(positional(&r.dims(o), &r.dims(id), m))));
             }
             return;
         };
@@ -1095,10 +1141,13 @@ impl Tracer<'_, '_> {
         };
         let (lm, nlf) = side(lhs, &dd.lhs_batch, &dd.lhs_contracting, nb);
         let (rm, _) = side(rhs, &dd.rhs_batch, &dd.rhs_contracting, nb + nlf);
-        res.push((lhs, lm));
-        res.push((rhs, rm));
+        res.push((lhs, OperandMaps::New(lm)));
+        res.push((rhs, OperandMaps::New(rm)));
         for &o in ops.iter().skip(2) {
-            res.push((o, smallvec::smallvec![DimMap::Full; r.rank(o)]));
+            res.push((
+                o,
+                OperandMaps::New(smallvec::smallvec![DimMap::Full; r.rank(o)]),
+            ));
         }
     }
 
@@ -1107,7 +1156,7 @@ impl Tracer<'_, '_> {
         id: InstrId,
         m: &[DimMap],
         ops: &[InstrId],
-        res: &mut Vec<(InstrId, Maps)>,
+        res: &mut Vec<(InstrId, OperandMaps)>,
     ) {
         let r = self.r;
         let ins = r.ins(id);
@@ -1116,7 +1165,7 @@ impl Tracer<'_, '_> {
         };
         let Some(cd) = ins.attrs.conv_dims.as_deref() else {
             for &o in ops {
-                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+                res.push((o, OperandMaps::New(positional(&r.dims(o), &r.dims(id), m))));
             }
             return;
         };
@@ -1179,8 +1228,8 @@ impl Tracer<'_, '_> {
             };
             set(&mut km, kd, x);
         }
-        res.push((lhs, lm));
-        res.push((rhs, km));
+        res.push((lhs, OperandMaps::New(lm)));
+        res.push((rhs, OperandMaps::New(km)));
     }
 
     fn gather_maps(
@@ -1188,7 +1237,7 @@ impl Tracer<'_, '_> {
         id: InstrId,
         m: &[DimMap],
         ops: &[InstrId],
-        res: &mut Vec<(InstrId, Maps)>,
+        res: &mut Vec<(InstrId, OperandMaps)>,
     ) {
         let r = self.r;
         let (Some(&operand), Some(&indices)) = (ops.first(), ops.get(1)) else {
@@ -1196,7 +1245,7 @@ impl Tracer<'_, '_> {
         };
         let Some(g) = r.ins(id).attrs.gather.as_deref() else {
             for &o in ops {
-                res.push((o, positional(&r.dims(o), &r.dims(id), m)));
+                res.push((o, OperandMaps::New(positional(&r.dims(o), &r.dims(id), m))));
             }
             return;
         };
@@ -1246,8 +1295,8 @@ impl Tracer<'_, '_> {
                 *slot = at(b);
             }
         }
-        res.push((operand, om));
-        res.push((indices, im));
+        res.push((operand, OperandMaps::New(om)));
+        res.push((indices, OperandMaps::New(im)));
     }
 }
 
