@@ -769,7 +769,7 @@ struct TraceBufs {
     leaf_maps: HashMap<InstrId, Maps>,
     /// The maps of every queued instruction, one after another; a stack entry names
     /// its maps by their span here (an operand traced with its user's maps shares
-    /// the user's span), so queueing moves 16 bytes, not a few hundred.
+    /// the user's span), so queueing moves 24 bytes, not a few hundred.
     maps: Vec<DimMap>,
     /// Instructions to trace: (instruction, start and length of its maps in `maps`).
     stack: Vec<(InstrId, usize, usize)>,
@@ -922,15 +922,16 @@ impl Tracer<'_, '_> {
         let full = |o: InstrId| smallvec::smallvec![DimMap::Full; r.rank(o)];
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
         let same_or_pos = |o: InstrId| -> OperandMaps {
-            let od = r.dims(o);
+            // (an instruction's rank is the length of its dims)
+            let rank = r.rank(o);
             // equal rank: the same dims, possibly resized (slice, pad,
             // dynamic-slice, concatenate, reverse, …)
-            if od.len() == out_dims.len() {
+            if rank == out_dims.len() {
                 OperandMaps::Same
-            } else if od.is_empty() {
+            } else if rank == 0 {
                 OperandMaps::New(Maps::new())
             } else {
-                OperandMaps::New(positional(&od, &out_dims, m))
+                OperandMaps::New(positional(&r.dims(o), &out_dims, m))
             }
         };
         let idx = |d: i64| usize::try_from(d).ok();
