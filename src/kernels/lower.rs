@@ -224,6 +224,23 @@ impl std::ops::Deref for Operands<'_> {
     }
 }
 
+/// The members of a region ([`Region::members`]): a range of a kernel body's positions,
+/// or a computation's instructions listed.
+enum Members {
+    Range(std::ops::Range<usize>),
+    Listed(std::vec::IntoIter<InstrId>),
+}
+
+impl Iterator for Members {
+    type Item = InstrId;
+    fn next(&mut self) -> Option<InstrId> {
+        match self {
+            Members::Range(r) => r.next().map(InstrId::new),
+            Members::Listed(l) => l.next(),
+        }
+    }
+}
+
 /// What lowering reads of an instruction.
 #[derive(Clone, Copy)]
 struct Ins<'m> {
@@ -412,21 +429,22 @@ impl<'m> Region<'m> {
     }
 
     /// Instructions inside the region (no leaves), in program order.
-    fn members(&self) -> Vec<InstrId> {
+    fn members(&self) -> Members {
         if self.single {
-            vec![self.root]
+            let i = self.root.index();
+            Members::Range(i..i + 1)
         } else {
             match self.src {
-                Source::Comp(c) => c
-                    .order
-                    .iter()
-                    .copied()
-                    .filter(|&id| !self.is_leaf(id))
-                    .collect(),
+                Source::Comp(c) => Members::Listed(
+                    c.order
+                        .iter()
+                        .copied()
+                        .filter(|&id| !self.is_leaf(id))
+                        .collect::<Vec<_>>()
+                        .into_iter(),
+                ),
                 // the leaves come first
-                Source::Body(b) => (b.leaves as usize..b.instrs.len())
-                    .map(InstrId::new)
-                    .collect(),
+                Source::Body(b) => Members::Range(b.leaves as usize..b.instrs.len()),
             }
         }
     }
@@ -588,9 +606,8 @@ fn mxu_flops(r: &Region, id: InstrId) -> f64 {
 }
 
 fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClass) {
-    let members = r.members();
     let mut best: Option<(f64, InstrId)> = None;
-    for &id in &members {
+    for id in r.members() {
         if r.opcode(id).is_mxu() {
             let f = mxu_flops(r, id);
             if best.is_none_or(|(bf, _)| f > bf) {
@@ -602,7 +619,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
         return (id, HeroClass::Mxu);
     }
     let mut best: Option<(f64, InstrId)> = None;
-    for &id in &members {
+    for id in r.members() {
         if r.opcode(id).is_reduction() && *r.dims(id) == *main_dims {
             let n = r
                 .operands(id)
@@ -619,7 +636,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
         return (id, HeroClass::Reduction);
     }
     let mut best: Option<(f64, InstrId)> = None;
-    for &id in &members {
+    for id in r.members() {
         if r.opcode(id).is_other_hero() {
             let n = r.arr(id).map(elements).unwrap_or(0.0);
             if best.is_none_or(|(bn, _)| n > bn) {
@@ -630,7 +647,7 @@ fn find_hero(r: &Region, main: InstrId, main_dims: &[i64]) -> (InstrId, HeroClas
     if let Some((_, id)) = best {
         return (id, HeroClass::Other);
     }
-    for &id in &members {
+    for id in r.members() {
         if matches!(r.opcode(id), Opcode::Copy | Opcode::Transpose)
             && (r.single || r.changes_physical(id))
         {
