@@ -1831,7 +1831,7 @@ fn trace<'r, 'm>(
 struct Inputs {
     inputs: Vec<InputDesc>,
     operand_of_input: Vec<usize>,
-    leaf_of_input: Vec<InstrId>,
+    leaf_of_input: SmallVec<[InstrId; 8]>,
 }
 
 impl Inputs {
@@ -1854,7 +1854,7 @@ fn kernel_inputs(r: &Region, tr: &Tracer, space: &IterationSpace) -> Inputs {
     let mut res = Inputs {
         inputs: Vec::with_capacity(n),
         operand_of_input: Vec::with_capacity(n),
-        leaf_of_input: Vec::with_capacity(n),
+        leaf_of_input: SmallVec::with_capacity(n),
     };
     let out_phys_dims = &space.out_desc.dims;
     let out_iter_maps: Maps = (0..space.rank()).map(DimMap::Iter).collect();
