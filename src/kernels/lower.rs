@@ -241,11 +241,20 @@ impl Iterator for Members {
     }
 }
 
+/// The opcode an instruction stands for: an async-start's wrapped op, else its own.
+fn effective_opcode(opcode: Opcode, async_wrapped: Option<Opcode>) -> Opcode {
+    match (opcode, async_wrapped) {
+        (Opcode::AsyncStart, Some(w)) => w,
+        (o, _) => o,
+    }
+}
+
 /// What lowering reads of an instruction.
 #[derive(Clone, Copy)]
 struct Ins<'m> {
     opcode: Opcode,
-    async_wrapped: Option<Opcode>,
+    /// The effective opcode ([`effective_opcode`]).
+    op: Opcode,
     shape: &'m Shape,
     attrs: &'m Attrs,
 }
@@ -332,7 +341,7 @@ impl<'m> Region<'m> {
                 let (opcode, async_wrapped, shape, attrs) = b.get(i);
                 Ins {
                     opcode,
-                    async_wrapped,
+                    op: effective_opcode(opcode, async_wrapped),
                     shape,
                     attrs,
                 }
@@ -374,7 +383,7 @@ impl<'m> Region<'m> {
                 let i = c.instr(id);
                 Ins {
                     opcode: i.opcode,
-                    async_wrapped: i.async_wrapped,
+                    op: effective_opcode(i.opcode, i.async_wrapped),
                     shape: &i.shape,
                     attrs: &i.attrs,
                 }
@@ -393,11 +402,7 @@ impl<'m> Region<'m> {
 
     /// Effective opcode (async-start sugar → wrapped op).
     fn opcode(&self, id: InstrId) -> Opcode {
-        let i = self.ins(id);
-        match (i.opcode, i.async_wrapped) {
-            (Opcode::AsyncStart, Some(w)) => w,
-            (o, _) => o,
-        }
+        self.ins(id).op
     }
 
     /// Array produced by `id` for tracing (first leaf of a tuple).
