@@ -361,6 +361,10 @@ impl<'m> Region<'m> {
         };
         if b.single && r.ins(root).opcode == Opcode::AsyncStart {
             r.out_shape = r.ins(root).shape.tuple_element(1);
+            // the root's array is the output's ([`Region::arr`])
+            if let (Some(s), Some(a)) = (r.out_shape, r.arrs.get_mut(root.index())) {
+                *a = elem_shape(s);
+            }
         }
         r
     }
@@ -407,14 +411,13 @@ impl<'m> Region<'m> {
 
     /// Array produced by `id` for tracing (first leaf of a tuple).
     fn arr(&self, id: InstrId) -> Option<&'m ArrayShape> {
-        if id == self.root {
-            if let Some(s) = self.out_shape {
-                return elem_shape(s);
-            }
-        }
         match self.src {
+            // the root's is the output's already ([`Region::body`])
             Source::Body(_) => self.arrs[id.index()],
-            Source::Comp(_) => elem_shape(self.ins(id).shape),
+            Source::Comp(_) => match self.out_shape {
+                Some(s) if id == self.root => elem_shape(s),
+                _ => elem_shape(self.ins(id).shape),
+            },
         }
     }
 
