@@ -273,7 +273,7 @@ struct Region<'m> {
     /// are its first instructions).
     leaf_input: HashMap<InstrId, usize>,
     /// Leaves in operand order (distinct).
-    leaves: Vec<InstrId>,
+    leaves: SmallVec<[InstrId; 8]>,
     /// Output shape override (async-start sugar: element {1} of the tuple).
     out_shape: Option<&'m Shape>,
 }
@@ -281,7 +281,7 @@ struct Region<'m> {
 impl<'m> Region<'m> {
     fn fused(module: &'m Module, fc: &'m Computation) -> Self {
         let mut leaf_input = HashMap::default();
-        let mut leaves = Vec::new();
+        let mut leaves = SmallVec::new();
         for (i, &p) in fc.params.iter().enumerate() {
             if fc.graph.node_weight(p).is_some() {
                 leaf_input.insert(p, i);
@@ -303,7 +303,7 @@ impl<'m> Region<'m> {
 
     fn single(module: &'m Module, c: &'m Computation, id: InstrId) -> Self {
         let mut leaf_input = HashMap::default();
-        let mut leaves = Vec::new();
+        let mut leaves = SmallVec::new();
         for o in c.operands(id) {
             if let std::collections::hash_map::Entry::Vacant(e) = leaf_input.entry(o) {
                 e.insert(leaves.len());
