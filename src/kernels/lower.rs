@@ -895,13 +895,11 @@ impl Tracer<'_, '_> {
             for (o, om) in ops.iter_mut().rev() {
                 let o = *o;
                 let at = match om {
-                    // the user's maps, when they fit the operand's rank (else re-fitted
-                    // like any other maps)
-                    OperandMaps::Same if self.r.rank(o) == len => (start, len),
+                    // the user's maps fit: every queued instruction's maps have its rank
+                    // (`push` and `refit`), and `Same` is an operand of the user's rank
                     OperandMaps::Same => {
-                        let mut m = Maps::from_slice(&self.bufs.maps[span.clone()]);
-                        self.refit(o, &mut m, &src);
-                        self.store(&m)
+                        debug_assert_eq!(self.r.rank(o), len);
+                        (start, len)
                     }
                     OperandMaps::New(m) => {
                         self.refit(o, m, &src);
