@@ -22,20 +22,7 @@ fn run(args: &[&str]) -> String {
 }
 
 fn npz_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "npz") {
-                v.push(p);
-            }
-        }
-    }
-    v.sort();
-    v
+    common::files_below(dir, ".npz")
 }
 
 /// For every npz file under `dir` (tile or random-layout), its Kaggle ID and its

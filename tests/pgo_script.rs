@@ -2,8 +2,12 @@
 //! binary under test (the PGO builds themselves take minutes and LLVM's tools, and are
 //! not run here), so that the script keeps up with the command line.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
+
+use common::files_below;
 
 fn script(args: &[&str]) -> Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -12,24 +16,6 @@ fn script(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("bash runs the script")
-}
-
-/// Every file below `dir` whose name ends with `suffix`.
-fn files_below(dir: &Path, suffix: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                todo.push(p);
-            } else if p.to_string_lossy().ends_with(suffix) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 fn bin() -> &'static str {

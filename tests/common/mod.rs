@@ -92,6 +92,25 @@ pub fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     v
 }
 
+/// Every file below `dir` (in it and in its folders, at any depth) whose name ends with
+/// `suffix`, sorted; none for a folder that is not there.
+pub fn files_below(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.to_string_lossy().ends_with(suffix) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The HLO text corpus: every `jax/*.hlo` and `xla/*.hlo` file.
 pub fn corpus_files() -> Option<Vec<PathBuf>> {
     let s = shared_dir()?;
