@@ -5,8 +5,10 @@
 //! kernels of an earlier one. [`KernelMemo`] keeps what lowering made of each kernel
 //! body it has seen, and the body's default-tile evaluation on the memo's target, under
 //! a key that holds the body's whole content: every instruction's opcode, laid-out
-//! shape, attributes (by identity in the input module, or by value), operand positions
-//! and parameter number, and the body's root and leaves. Lowering reads nothing else of
+//! shape (by the input shape it lays out, an address in the input module, and its
+//! packed layout, the identity the compiler's shape cache uses; by value for a shape
+//! the compiler made), attributes (by identity in the input module, or by value),
+//! operand positions and parameter number, and the body's root and leaves. Lowering reads nothing else of
 //! a body (`lower::lower_body`), so a body with an equal key lowers to an equal kernel:
 //! a remembered kernel is the kernel, not an approximation of it. Keys are compared in
 //! full (no hash stands for a key). The kernel's own names (its instruction's and its
@@ -174,6 +176,25 @@ const NO_ATTRS: u8 = 4;
 const STRIPPED_ATTRS: u8 = 5;
 const TUPLE_INDEX: u8 = 6;
 
+const SHAPE_ID: u8 = 7;
+const SHAPE: u8 = 8;
+
+/// A body node's laid-out shape, into a key: its id when it has one (two words), else
+/// the whole shape.
+fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, out: &mut Vec<u8>) {
+    match n.shape_id {
+        Some((at, layout)) => {
+            out.push(SHAPE_ID);
+            out.extend_from_slice(&at.to_le_bytes());
+            out.extend_from_slice(&layout.to_le_bytes());
+        }
+        None => {
+            out.push(SHAPE);
+            n.shape.hash(&mut Recorder(out));
+        }
+    }
+}
+
 /// The content of `body` as bytes, into `out` (cleared first): everything lowering
 /// reads of it. False when the body holds attributes the compiler made (other than
 /// none, or a tuple index), which the key does not name: such a body is lowered every
@@ -191,7 +212,7 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
             // (its attributes are the parameter number's)
             out.push(PARAMETER);
             out.extend_from_slice(&p.to_le_bytes());
-            n.shape.hash(&mut Recorder(out));
+            shape_key(n, out);
             continue;
         }
         out.push(INSTRUCTION);
@@ -200,7 +221,7 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
             .map(|o| o as u16 + 1)
             .unwrap_or(0)
             .hash(&mut Recorder(out));
-        n.shape.hash(&mut Recorder(out));
+        shape_key(n, out);
         match &n.attrs {
             // the input module's attributes: the same address is the same attributes
             BodyAttrs::Input(a) => {

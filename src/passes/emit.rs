@@ -108,14 +108,9 @@ struct NodeSlot<T> {
 
 impl<T: Clone, const W: usize> NodeSlots<T, W> {
     /// The value of node `x` of flat computation `fi`, made by `make` unless one of the
-    /// last `W` made still holds; None (nothing made) for nodes that are not cached:
-    /// shapes the passes made themselves live only for one compilation (their address
-    /// could be reused by another shape), and tuples have no [`layout_key`].
+    /// last `W` made still holds; None (nothing made) for nodes without a [`shape_id`].
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>, make: impl FnOnce() -> T) -> Option<&T> {
-        let (src, key) = match (&n.shape, layout_key(&n.layouts)) {
-            (ShapeRef::Borrowed(s), Some(key)) => (*s as *const Shape as usize, key),
-            _ => return None,
-        };
+        let (src, key) = shape_id(n)?;
         if self.slots.len() <= fi {
             self.slots.resize_with(fi + 1, Vec::new);
         }
@@ -190,6 +185,7 @@ impl BodyNodes {
                 opcode: n.opcode,
                 async_wrapped: n.src.and_then(|s| s.async_wrapped),
                 shape: shapes.get(fi, x, n),
+                shape_id: shape_id(n),
                 attrs,
             });
         }
@@ -208,6 +204,18 @@ impl ShapeCache {
             Some(s) => s.clone(),
             None => make(),
         }
+    }
+}
+
+/// What a node's laid-out shape is made of, in two words: the address of the input
+/// shape it borrows (stable while the module is borrowed) and its [`layout_key`]; the
+/// laid-out shape is a function of the two, so equal ids are equal shapes. None for
+/// shapes the passes made themselves (they live for one compilation, and their address
+/// could be reused by another shape) and for tuples.
+pub(crate) fn shape_id(n: &FNode<'_>) -> Option<(usize, u64)> {
+    match &n.shape {
+        ShapeRef::Borrowed(s) => layout_key(&n.layouts).map(|k| (*s as *const Shape as usize, k)),
+        ShapeRef::Owned(_) => None,
     }
 }
 

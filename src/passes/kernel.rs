@@ -290,6 +290,10 @@ pub struct BodyNode<'m> {
     pub async_wrapped: Option<Opcode>,
     /// Laid-out shape (TPU tiles attached), shared with the compiler's caches.
     pub shape: SharedShape,
+    /// What `shape` is made of, when that fits two words (`emit::shape_id`: the address
+    /// of the input shape and the packed layout): equal ids are equal shapes while the
+    /// input module is borrowed.
+    pub shape_id: Option<(usize, u64)>,
     /// Attributes as in the *input* module: called computations keep their input ids.
     pub attrs: BodyAttrs<'m>,
 }
