@@ -189,8 +189,8 @@ impl LayoutEvaluator {
 
     /// Whether [`LayoutEvaluator::runtime_ns`] goes through the memo (the default). It
     /// pays when configurations change a few tensors (the `default` search); when each
-    /// sets every tensor (`random`), most kernels are new and building their keys costs
-    /// more than the hits save. The runtimes are the same either way.
+    /// sets every tensor (`random`), most kernels are new and keeping and looking up
+    /// their keys costs as much as the hits save. The runtimes are the same either way.
     pub fn remember(&mut self, on: bool) {
         self.remember = on;
     }
