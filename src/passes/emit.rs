@@ -110,7 +110,18 @@ impl<T: Clone, const W: usize> NodeSlots<T, W> {
     /// The value of node `x` of flat computation `fi`, made by `make` unless one of the
     /// last `W` made still holds; None (nothing made) for nodes without a [`shape_id`].
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>, make: impl FnOnce() -> T) -> Option<&T> {
-        let (src, key) = shape_id(n)?;
+        self.get_at(fi, x, shape_id(n), make)
+    }
+
+    /// [`NodeSlots::get`] for a node whose [`shape_id`] is `id`.
+    fn get_at(
+        &mut self,
+        fi: usize,
+        x: u32,
+        id: Option<(usize, u64)>,
+        make: impl FnOnce() -> T,
+    ) -> Option<&T> {
+        let (src, key) = id?;
         if self.slots.len() <= fi {
             self.slots.resize_with(fi + 1, Vec::new);
         }
@@ -180,12 +191,13 @@ impl BodyNodes {
                 Some(s) => BodyAttrs::Stripped(&s.attrs, node_attrs(n, Some(s.attrs.clone()))),
                 None => BodyAttrs::Own(node_attrs(n, None)),
             };
+            let (shape, shape_id) = shapes.get_with_id(fi, x, n);
             list.push(BodyNode {
                 name: Name::from(n.name()),
                 opcode: n.opcode,
                 async_wrapped: n.src.and_then(|s| s.async_wrapped),
-                shape: shapes.get(fi, x, n),
-                shape_id: shape_id(n),
+                shape,
+                shape_id,
                 attrs,
             });
         }
@@ -199,11 +211,23 @@ struct ShapeCache(NodeSlots<SharedShape, 2>);
 
 impl ShapeCache {
     fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
+        self.get_with_id(fi, x, n).0
+    }
+
+    /// The laid-out shape of node `x` and its [`shape_id`].
+    fn get_with_id(
+        &mut self,
+        fi: usize,
+        x: u32,
+        n: &FNode<'_>,
+    ) -> (SharedShape, Option<(usize, u64)>) {
+        let id = shape_id(n);
         let make = || SharedShape::new(laid_out(&n.shape, &n.layouts));
-        match self.0.get(fi, x, n, make) {
+        let shape = match self.0.get_at(fi, x, id, make) {
             Some(s) => s.clone(),
             None => make(),
-        }
+        };
+        (shape, id)
     }
 }
 
