@@ -139,6 +139,12 @@ ENTRY e {
         let kept = compile_program_with(&prepared, &cfg, Some(&memo)).unwrap();
         assert_eq!(kept.program.loops[0].1, 4);
         assert_same_program("while loop", &plain.program, &kept.program);
+        // the label path (`remembered_ns` costs a program with loops through the
+        // program, a straight-line one kernel by kernel) gives the same
+        assert_eq!(
+            remembered_ns(&prepared, &cfg, &memo).unwrap().to_bits(),
+            recompiled_ns(&prepared, &cfg, &v5e).unwrap().to_bits()
+        );
         for t in [TpuTarget::v3(), v5e.clone()] {
             let none = TileOverrides::default();
             assert_eq!(

@@ -11,7 +11,7 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::{compile_program, compile_program_with, KernelMemo, ProgramError};
+use crate::kernels::{compile_program, remembered_total_ns, KernelMemo, ProgramError};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,
@@ -217,5 +217,5 @@ pub fn remembered_ns(
     config: &CompilationConfig,
     memo: &KernelMemo,
 ) -> Result<f64, ProgramError> {
-    compile_program_with(prepared, config, Some(memo))?.total_ns(memo.target())
+    remembered_total_ns(prepared, config, memo)
 }

@@ -114,18 +114,12 @@ impl KernelMemo {
         name: &str,
         key: &mut Vec<u8>,
     ) -> Result<Option<MemoKernel>, LowerError> {
-        let unremembered = |kernel| MemoKernel {
-            kernel,
-            entry: None,
-        };
-        if !self.is_for(module) || !body_key(body, key) {
-            return Ok(lower_body(module, body, name)?.map(unremembered));
-        }
-        let hash = foldhash::fast::FixedState::default().hash_one(&key[..]);
-        let shard = &self.shards[(hash as usize) % SHARDS];
-        let found = shard.lock().ok().and_then(|s| s.get(&key[..]).cloned());
-        if let Some(r) = found {
-            return Ok(r.kernel.as_ref().map(|k| {
+        Ok(match self.find(module, body, name, key)? {
+            Found::Lowered(kernel) => kernel.map(|kernel| MemoKernel {
+                kernel: *kernel,
+                entry: None,
+            }),
+            Found::Entry(r) => r.kernel.as_ref().map(|k| {
                 let mut kernel = k.clone();
                 kernel.desc.name = name.to_string();
                 kernel.hero_name = body.name(r.hero);
@@ -133,12 +127,36 @@ impl KernelMemo {
                     kernel,
                     entry: Some(r.clone()),
                 }
-            }));
+            }),
+        })
+    }
+
+    /// The entry of `body` (named `name` if it is lowered now), without copying its
+    /// kernel out: remembered, or lowered now and remembered; or, for a body the memo
+    /// cannot key (another module's, or with attributes the key does not name), the
+    /// kernel lowered now.
+    pub(crate) fn find(
+        &self,
+        module: &Module,
+        body: KernelBody<'_>,
+        name: &str,
+        key: &mut Vec<u8>,
+    ) -> Result<Found, LowerError> {
+        if !self.is_for(module) || !body_key(body, key) {
+            return Ok(Found::Lowered(
+                lower_body(module, body, name)?.map(Box::new),
+            ));
+        }
+        let hash = foldhash::fast::FixedState::default().hash_one(&key[..]);
+        let shard = &self.shards[(hash as usize) % SHARDS];
+        let found = shard.lock().ok().and_then(|s| s.get(&key[..]).cloned());
+        if let Some(r) = found {
+            return Ok(Found::Entry(r));
         }
         let lowered = lower_body_at(module, body, name)?;
         let entry = Arc::new(Remembered {
-            kernel: lowered.as_ref().map(|(k, _)| k.clone()),
             hero: lowered.as_ref().map(|&(_, h)| h).unwrap_or(0),
+            kernel: lowered.map(|(k, _)| k),
             eval: OnceLock::new(),
         });
         if let Ok(mut s) = shard.lock() {
@@ -147,10 +165,23 @@ impl KernelMemo {
             }
             s.insert(key.as_slice().into(), entry.clone());
         }
-        Ok(lowered.map(|(kernel, _)| MemoKernel {
-            kernel,
-            entry: Some(entry),
-        }))
+        Ok(Found::Entry(entry))
+    }
+}
+
+/// What [`KernelMemo::find`] gives.
+pub(crate) enum Found {
+    /// The memo's entry for the body.
+    Entry(Arc<Remembered>),
+    /// A body the memo does not keep, lowered now (`None`: no kernel).
+    Lowered(Option<Box<LoweredKernel>>),
+}
+
+impl Remembered {
+    /// The kernel (`None`: the body is no kernel), named after the body it was first
+    /// lowered from.
+    pub(crate) fn kernel(&self) -> Option<&LoweredKernel> {
+        self.kernel.as_ref()
     }
 }
 

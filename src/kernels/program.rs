@@ -15,7 +15,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
-use super::memo::{KernelMemo, MemoKernel, Remembered};
+use super::memo::{Found, KernelMemo, MemoKernel, Remembered};
 use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, InstrId, Module, Name, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
@@ -136,6 +136,64 @@ pub fn compile_program_with(
         stats: c.stats,
         notes: c.notes,
     })
+}
+
+/// [`compile_program_with`]`(prepared, config, Some(memo))?.total_ns(memo.target())`,
+/// without building the program: a straight-line program's estimate is the sum of its
+/// kernels' times in order, so each kernel the memo remembers is costed by its entry
+/// (its evaluation, once made) without its kernel being copied out, renamed or
+/// grouped into classes. The same sum of the same times in the same order, to the
+/// bit; the same first error. A program with loops or conditionals, or with tiles the
+/// configuration sets, is costed through the program.
+pub fn remembered_total_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    memo: &KernelMemo,
+) -> Result<f64, ProgramError> {
+    let c = prepared.compile_bodies(config)?;
+    let module = prepared.module();
+    let target = memo.target();
+    if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) {
+        let program = LoweredProgram::lower(module, &c, Some(memo))?;
+        return program.total_ns(target, &tile_overrides(&c.kernels));
+    }
+    // Every kernel found or lowered first, so that a lowering error comes first, as in
+    // `LoweredProgram::lower`.
+    let mut key = Vec::new();
+    let mut found = Vec::with_capacity(c.kernels.len());
+    for (k, body) in c.kernels.iter().zip(c.bodies.iter()) {
+        found.push(memo.find(module, body, &k.name, &mut key)?);
+    }
+    let mut total = 0.0;
+    for (k, f) in c.kernels.iter().zip(&found) {
+        let (kernel, kept) = match f {
+            Found::Entry(r) => match r.kernel() {
+                Some(kernel) => (kernel, Some(&r.eval)),
+                None => continue,
+            },
+            Found::Lowered(Some(kernel)) => (&**kernel, None),
+            Found::Lowered(None) => continue,
+        };
+        let e = match kept.and_then(|e| e.get()) {
+            Some(e) => *e,
+            None => {
+                // (a remembered kernel bears the name of the body it was lowered from)
+                let e = eval_kernel(kernel, target, None).map_err(|e| match e {
+                    ProgramError::Tile { source, .. } => ProgramError::Tile {
+                        kernel: k.name.to_string(),
+                        source,
+                    },
+                    e => e,
+                })?;
+                if let Some(kept) = kept {
+                    let _ = kept.set(e);
+                }
+                e
+            }
+        };
+        total += e.total_ns;
+    }
+    Ok(total)
 }
 
 /// Why a program cannot be estimated.
@@ -615,7 +673,7 @@ impl LoweredProgram {
             let e = match kept.and_then(|e| e.get()) {
                 Some(e) => *e,
                 None => {
-                    let e = eval_kernel(k, target, None)?;
+                    let e = eval_kernel(&k.lowered, target, None)?;
                     if let Some(kept) = kept {
                         let _ = kept.set(e);
                     }
@@ -667,7 +725,7 @@ impl PreparedProgram<'_> {
             };
             for &i in idx {
                 if let Some(k) = p.kernels.get(i) {
-                    own.push((i, eval_kernel(k, self.target, Some(cfg))?));
+                    own.push((i, eval_kernel(&k.lowered, self.target, Some(cfg))?));
                 }
             }
         }
@@ -773,11 +831,11 @@ impl PreparedProgram<'_> {
 /// One kernel on `target` under `cfg` (`None` = no override: the default tile), or its
 /// untiled roofline when that tile does not fit VMEM; side-output writes included.
 fn eval_kernel(
-    k: &ProgramKernel,
+    k: &LoweredKernel,
     target: &TpuTarget,
     cfg: Option<&TileConfig>,
 ) -> Result<Eval, ProgramError> {
-    let desc = &k.lowered.desc;
+    let desc = &k.desc;
     let default = TileConfig::default();
     let res = estimate(desc, cfg.unwrap_or(&default), target);
     let est = match res {
@@ -808,11 +866,11 @@ fn eval_kernel(
 }
 
 /// Side-output write time (ns, not yet overlapped) and padded bytes.
-fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
+fn side_write(k: &LoweredKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
     let mut ns = 0.0;
     let mut bytes = 0.0;
     let bw = target.core_hbm_bandwidth();
-    for t in &k.lowered.side_outputs {
+    for t in &k.side_outputs {
         let b = t.padded_bytes();
         let eff = target.hbm_efficiency_at(b / steps).max(1e-6);
         ns += b / (bw * eff) * 1e9;
@@ -824,13 +882,13 @@ fn side_write(k: &ProgramKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
 /// Untiled roofline for kernels whose default tile cannot fit VMEM (e.g. an
 /// input dim that must be read whole): max(MXU-peak time, one pass over
 /// every operand at the large-transfer bandwidth) + launch.
-fn roofline(k: &ProgramKernel, target: &TpuTarget) -> Eval {
-    let d = &k.lowered.desc;
+fn roofline(k: &LoweredKernel, target: &TpuTarget) -> Eval {
+    let d = &k.desc;
     let mut bytes = d.output.padded_bytes();
     for i in &d.inputs {
         bytes += i.tensor.padded_bytes();
     }
-    for t in &k.lowered.side_outputs {
+    for t in &k.side_outputs {
         bytes += t.padded_bytes();
     }
     let bw = target.core_hbm_bandwidth() * target.hbm_efficiency_at(bytes).max(1e-6);
@@ -1077,10 +1135,10 @@ pub fn explain_kernel(
         entry: None,
     };
     // Only a tile override the model rejects fails here; the derivation says why.
-    let eval = eval_kernel(&pk, target, tile).ok();
+    let eval = eval_kernel(&pk.lowered, target, tile).ok();
     let side_outputs = match (eval.and_then(|e| e.est), pk.lowered.side_outputs.is_empty()) {
         (Some(est), false) => {
-            let (dma_ns, bytes) = side_write(&pk, target, est.steps.max(1) as f64);
+            let (dma_ns, bytes) = side_write(&pk.lowered, target, est.steps.max(1) as f64);
             Some(SideOutputs {
                 bytes,
                 dma_ns,
