@@ -11,7 +11,8 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::{compile_program, remembered_total_ns, KernelMemo, ProgramError};
+use crate::kernels::program::remembered_total_ns;
+use crate::kernels::{compile_program, KernelMemo, ProgramError};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,

@@ -8,11 +8,12 @@
 //! shape (by the input shape it lays out, an address in the input module, and its
 //! packed layout, the identity the compiler's shape cache uses; by value for a shape
 //! the compiler made), attributes (by identity in the input module, or by value),
-//! operand positions and parameter number, and the body's root and leaves. Lowering reads nothing else of
-//! a body (`lower::lower_body`), so a body with an equal key lowers to an equal kernel:
-//! a remembered kernel is the kernel, not an approximation of it. Keys are compared in
-//! full (no hash stands for a key). The kernel's own names (its instruction's and its
-//! hero's) are the only part that differs between equal bodies, and are set per use.
+//! operand positions and parameter number, and the body's root and leaves. Lowering
+//! reads nothing else of a body (`lower::lower_body`), so a body with an equal key
+//! lowers to an equal kernel: a remembered kernel is the kernel, not an approximation
+//! of it. Keys are compared in full (no hash stands for a key). The kernel's own names
+//! (its instruction's and its hero's) are the only part that differs between equal
+//! bodies, and are set per use.
 //!
 //! `Sync`: one memo serves every thread compiling configurations of its module.
 

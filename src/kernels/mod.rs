@@ -22,7 +22,7 @@ pub use lower::{describe, lower_body, lower_kernel, lower_kernel_full, LowerErro
 pub use memo::KernelMemo;
 pub use program::{
     compile_program, compile_program_with, estimate_program, explain_kernel, find_kernel,
-    remembered_total_ns, tile_overrides, CompiledProgram, KernelExplanation, KernelRow,
-    LoweredProgram, PreparedProgram, ProgramError, ProgramEstimate, ProgramKernel, SideOutputs,
-    TileOverrides, TripSource, DEFAULT_TRIP_COUNT,
+    tile_overrides, CompiledProgram, KernelExplanation, KernelRow, LoweredProgram, PreparedProgram,
+    ProgramError, ProgramEstimate, ProgramKernel, SideOutputs, TileOverrides, TripSource,
+    DEFAULT_TRIP_COUNT,
 };

@@ -145,7 +145,7 @@ pub fn compile_program_with(
 /// grouped into classes. The same sum of the same times in the same order, to the
 /// bit; the same first error. A program with loops or conditionals, or with tiles the
 /// configuration sets, is costed through the program.
-pub fn remembered_total_ns(
+pub(crate) fn remembered_total_ns(
     prepared: &PreparedModule,
     config: &CompilationConfig,
     memo: &KernelMemo,
