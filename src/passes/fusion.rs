@@ -310,6 +310,14 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         }
     }
 
+    /// Would absorbing producer `p` take the current fusion `g` past
+    /// [`MAX_OPERANDS_AND_OUTPUTS`] (its inputs and one output)? Counted only when the
+    /// bound `inputs + p's operands` could reach the limit.
+    fn too_many_after(&self, g: u32, p: u32) -> bool {
+        let bound = self.groups[g as usize].n_inputs + self.fc.nodes[p as usize].operands.len();
+        bound + 1 > MAX_OPERANDS_AND_OUTPUTS && self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS
+    }
+
     /// Inputs of the current fusion `g` after absorbing producer `p`.
     fn inputs_after(&self, g: u32, p: u32) -> usize {
         let mut n = self.groups[g as usize].n_inputs - self.is_input(p) as usize;
@@ -507,7 +515,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         }
         const TOO_MANY: &str = "the fusion would exceed 96 operands and outputs";
         if forced {
-            if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+            if self.too_many_after(g, p) {
                 return hard(TOO_MANY);
             }
             let reused = readers
@@ -561,7 +569,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
-        if self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS {
+        if self.too_many_after(g, p) {
             return Verdict::No;
         }
         Verdict::Fuse { reused }
