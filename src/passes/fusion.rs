@@ -315,7 +315,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// bound `inputs + p's operands` could reach the limit.
     fn too_many_after(&self, g: u32, p: u32) -> bool {
         let bound = self.groups[g as usize].n_inputs + self.fc.nodes[p as usize].operands.len();
-        bound + 1 > MAX_OPERANDS_AND_OUTPUTS && self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS
+        bound + 1 > MAX_OPERANDS_AND_OUTPUTS
+            && self.inputs_after(g, p) + 1 > MAX_OPERANDS_AND_OUTPUTS
     }
 
     /// Inputs of the current fusion `g` after absorbing producer `p`.
