@@ -183,10 +183,14 @@ fn dup(d: &[i64]) -> Dims {
 pub(crate) struct LayoutScratch {
     base: Vec<u32>,
     ranks: Vec<u8>,
-    lay: Vec<Option<Dims>>,
+    lay: Vec<u32>,
+    layouts: Vec<Dims>,
     stack: Vec<u32>,
     bitcasts: BitcastMemo,
 }
+
+/// A leaf without a layout yet (in [`Solver::lay`]).
+const UNSET: u32 = u32::MAX;
 
 /// Which transposes and reshapes are bitcasts ([`tiling::is_tpu_bitcast`]), remembered
 /// across compilations under everything the answer reads: the permutation, and both
@@ -244,7 +248,10 @@ struct Solver<'s, 'a> {
     base: Vec<u32>,
     /// Rank of each array leaf.
     ranks: Vec<u8>,
-    lay: Vec<Option<Dims>>,
+    /// Layout of each array leaf: an index in `layouts`, or [`UNSET`]. Leaves that
+    /// take their layout from another share its entry (a layout is never changed).
+    lay: Vec<u32>,
+    layouts: Vec<Dims>,
     /// (user, slot) → required operand leaves.
     reqs: HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<Leaves>,
@@ -280,14 +287,24 @@ impl<'s, 'a> Solver<'s, 'a> {
         let Some(i) = self.at(x, leaf) else {
             return;
         };
-        if m2m.len() != self.ranks[i] as usize {
+        if m2m.len() != self.ranks[i] as usize || self.lay[i] != UNSET {
             return;
         }
-        let slot = &mut self.lay[i];
-        if slot.is_none() {
-            *slot = Some(dup(m2m));
-            self.stack.push(x);
+        self.lay[i] = self.layouts.len() as u32;
+        self.layouts.push(dup(m2m));
+        self.stack.push(x);
+    }
+
+    /// [`Solver::set`] with the layout of another leaf (its [`Solver::get_id`]).
+    fn set_id(&mut self, x: u32, leaf: usize, id: u32) {
+        let Some(i) = self.at(x, leaf) else {
+            return;
+        };
+        if self.layouts[id as usize].len() != self.ranks[i] as usize || self.lay[i] != UNSET {
+            return;
         }
+        self.lay[i] = id;
+        self.stack.push(x);
     }
 
     fn set_all(&mut self, x: u32, leaves: &[Dims]) {
@@ -297,7 +314,13 @@ impl<'s, 'a> Solver<'s, 'a> {
     }
 
     fn get(&self, x: u32, leaf: usize) -> Option<&Dims> {
-        self.lay[self.at(x, leaf)?].as_ref()
+        self.get_id(x, leaf).map(|id| &self.layouts[id as usize])
+    }
+
+    /// Where the layout of one leaf is kept, if it has one.
+    fn get_id(&self, x: u32, leaf: usize) -> Option<u32> {
+        let id = self.lay[self.at(x, leaf)?];
+        (id != UNSET).then_some(id)
     }
 
     /// Layout operand `slot` of `u` is read in: its requirement if any, else its definition's.
@@ -333,21 +356,17 @@ impl<'s, 'a> Solver<'s, 'a> {
             if self.body_link {
                 if x == self.param0 {
                     let root = self.fc.root;
-                    let leaves: Vec<Option<Dims>> =
-                        (0..self.nl(x)).map(|i| self.get(x, i).cloned()).collect();
-                    for (i, l) in leaves.into_iter().enumerate() {
-                        if let Some(l) = l {
-                            self.set(root, i, &l);
+                    for i in 0..self.nl(x) {
+                        if let Some(l) = self.get_id(x, i) {
+                            self.set_id(root, i, l);
                         }
                     }
                 }
                 if x == self.fc.root && self.param0 != NONE {
                     let p = self.param0;
-                    let leaves: Vec<Option<Dims>> =
-                        (0..self.nl(x)).map(|i| self.get(x, i).cloned()).collect();
-                    for (i, l) in leaves.into_iter().enumerate() {
-                        if let Some(l) = l {
-                            self.set(p, i, &l);
+                    for i in 0..self.nl(x) {
+                        if let Some(l) = self.get_id(x, i) {
+                            self.set_id(p, i, l);
                         }
                     }
                 }
@@ -370,11 +389,11 @@ impl<'s, 'a> Solver<'s, 'a> {
                 }
                 let nleaves = self.nl(u);
                 // First known layout among the linked buffers.
-                let mut known: Option<Dims> = None;
+                let mut known: Option<u32> = None;
                 for i in 0..nleaves {
                     if self.leaf_rank(u, i) == Some(r) {
-                        if let Some(l) = self.get(u, i) {
-                            known = Some(dup(l));
+                        if let Some(l) = self.get_id(u, i) {
+                            known = Some(l);
                             break;
                         }
                     }
@@ -383,8 +402,8 @@ impl<'s, 'a> Solver<'s, 'a> {
                 if known.is_none() {
                     for &o in ops {
                         if fc.nodes[o as usize].array_rank() == Some(r) {
-                            if let Some(l) = self.get(o, 0) {
-                                known = Some(dup(l));
+                            if let Some(l) = self.get_id(o, 0) {
+                                known = Some(l);
                                 break;
                             }
                         }
@@ -393,12 +412,12 @@ impl<'s, 'a> Solver<'s, 'a> {
                 let Some(l) = known else { return };
                 for i in 0..nleaves {
                     if self.leaf_rank(u, i) == Some(r) {
-                        self.set(u, i, &l);
+                        self.set_id(u, i, l);
                     }
                 }
                 for &o in ops {
                     if fc.nodes[o as usize].array_rank() == Some(r) {
-                        self.set(o, 0, &l);
+                        self.set_id(o, 0, l);
                     }
                 }
             }
@@ -524,17 +543,9 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Make leaf `i` of `a` and leaf `j` of `b` equal if one of them is known.
     fn link(&mut self, a: u32, i: usize, b: u32, j: usize) {
-        match (self.get(a, i).is_some(), self.get(b, j).is_some()) {
-            (true, false) => {
-                if let Some(l) = self.get(a, i).map(|d| dup(d)) {
-                    self.set(b, j, &l);
-                }
-            }
-            (false, true) => {
-                if let Some(l) = self.get(b, j).map(|d| dup(d)) {
-                    self.set(a, i, &l);
-                }
-            }
+        match (self.get_id(a, i), self.get_id(b, j)) {
+            (Some(l), None) => self.set_id(b, j, l),
+            (None, Some(l)) => self.set_id(a, i, l),
             _ => {}
         }
     }
@@ -840,6 +851,8 @@ impl<'s, 'a> Solver<'s, 'a> {
         let mut base = std::mem::take(&mut scratch.base);
         let mut ranks = std::mem::take(&mut scratch.ranks);
         let mut lay = std::mem::take(&mut scratch.lay);
+        let mut layouts = std::mem::take(&mut scratch.layouts);
+        layouts.clear();
         base.clear();
         ranks.clear();
         for n in &fc.nodes {
@@ -852,7 +865,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         }
         base.push(ranks.len() as u32);
         lay.clear();
-        lay.resize(ranks.len(), None);
+        lay.resize(ranks.len(), UNSET);
         let mut stack = std::mem::take(&mut scratch.stack);
         stack.clear();
         Solver {
@@ -860,6 +873,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             base,
             ranks,
             lay,
+            layouts,
             reqs: HashMap::default(),
             root_req: None,
             stack,
@@ -1133,6 +1147,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             base,
             ranks,
             lay,
+            layouts,
             reqs,
             root_req,
             stack,
@@ -1142,6 +1157,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             base,
             ranks,
             lay,
+            layouts,
             reqs,
             root_req,
             stack,
@@ -1153,7 +1169,8 @@ impl<'s, 'a> Solver<'s, 'a> {
 struct Solved {
     base: Vec<u32>,
     ranks: Vec<u8>,
-    lay: Vec<Option<Dims>>,
+    lay: Vec<u32>,
+    layouts: Vec<Dims>,
     reqs: HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<Leaves>,
     stack: Vec<u32>,
@@ -1170,20 +1187,24 @@ impl Solved {
         let Solved {
             base,
             ranks,
-            mut lay,
+            lay,
+            layouts,
             reqs,
             root_req,
             stack,
         } = self;
         for (x, n) in fc.nodes.iter_mut().enumerate() {
-            let leaves = &mut lay[base[x] as usize..base[x + 1] as usize];
+            let leaves = &lay[base[x] as usize..base[x + 1] as usize];
             n.layouts.clear();
-            n.layouts
-                .extend(leaves.iter_mut().map(|l| l.take().unwrap_or_default()));
+            n.layouts.extend(leaves.iter().map(|&l| match l {
+                UNSET => Dims::new(),
+                l => layouts[l as usize].clone(),
+            }));
         }
         scratch.base = base;
         scratch.ranks = ranks;
         scratch.lay = lay;
+        scratch.layouts = layouts;
         scratch.stack = stack;
         (reqs, root_req)
     }
