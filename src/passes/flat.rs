@@ -139,10 +139,8 @@ impl Clone for FNode<'_> {
             (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => *a = b,
             (a, b) => *a = b.clone(),
         }
-        self.operands.clear();
-        self.operands.extend_from_slice(&o.operands);
-        self.users.clear();
-        self.users.extend_from_slice(&o.users);
+        copy_ids(&mut self.operands, &o.operands);
+        copy_ids(&mut self.users, &o.users);
         match (&self.name, &o.name) {
             (Some(a), Some(b)) if std::sync::Arc::ptr_eq(a, b) => {}
             _ => self.name.clone_from(&o.name),
@@ -154,6 +152,17 @@ impl Clone for FNode<'_> {
         }
         self.tuple_index = o.tuple_index;
         self.info = o.info;
+    }
+}
+
+/// `dst = src`, in place when the lengths agree (most nodes are as the last
+/// compilation left them).
+fn copy_ids(dst: &mut SmallVec<[u32; 4]>, src: &[u32]) {
+    if dst.len() == src.len() {
+        dst.copy_from_slice(src);
+    } else {
+        dst.clear();
+        dst.extend_from_slice(src);
     }
 }
 
