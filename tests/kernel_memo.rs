@@ -59,6 +59,14 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize) {
             assert_same_program(&what, &plain.program, &kept.program);
             assert_eq!(plain.kernels, kept.kernels, "{what}");
             let exact = recompiled_ns(&prepared, cfg, &v3).unwrap();
+            // the labels' compilation (no physical shapes in the kernel list) costs what
+            // the program costs
+            let whole = plain.total_ns(&v3).unwrap();
+            assert_eq!(
+                exact.to_bits(),
+                whole.to_bits(),
+                "{what}: {exact} vs {whole}"
+            );
             let fast = remembered_ns(&prepared, cfg, &memo).unwrap();
             assert_eq!(exact.to_bits(), fast.to_bits(), "{what}: {exact} vs {fast}");
             // the evaluator's own memo gives the same

@@ -11,8 +11,8 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::program::remembered_total_ns;
-use crate::kernels::{compile_program, KernelMemo, ProgramError};
+use crate::kernels::program::{compiled_total_ns, remembered_total_ns};
+use crate::kernels::{KernelMemo, ProgramError};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,
@@ -198,7 +198,7 @@ impl LayoutEvaluator {
 }
 
 /// Runtime of the whole program compiled under `config`, ns: layout assignment and
-/// fusion, lowering every kernel ([`compile_program`]), and the estimate of the program
+/// fusion, lowering every kernel ([`crate::kernels::compile_program`]), and the estimate of the program
 /// under the configuration's tiles (each kernel's default where it sets none) — what
 /// `tpusim estimate` reports for the module compiled with `config`
 /// ([`CompiledProgram::total_ns`](crate::kernels::CompiledProgram::total_ns)). `Sync`: call it from many threads on one prepared module.
@@ -207,7 +207,7 @@ pub fn recompiled_ns(
     config: &CompilationConfig,
     target: &TpuTarget,
 ) -> Result<f64, ProgramError> {
-    compile_program(prepared, config)?.total_ns(target)
+    compiled_total_ns(prepared, config, target)
 }
 
 /// [`recompiled_ns`] on `memo`'s target, with the kernels `memo` remembers taken from it

@@ -138,6 +138,21 @@ pub fn compile_program_with(
     })
 }
 
+/// [`compile_program`]`(prepared, config)?.total_ns(target)`, for a caller that keeps
+/// only the number (the labels of `generate`): the same compilation, lowering and
+/// estimate, with the compiler's kernel list made without the physical shapes of the
+/// kernels' operands and outputs, which none of them reads
+/// ([`PreparedModule::compile_bodies_for_cost`]).
+pub(crate) fn compiled_total_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    target: &TpuTarget,
+) -> Result<f64, ProgramError> {
+    let c = prepared.compile_bodies_for_cost(config)?;
+    let program = LoweredProgram::lower(prepared.module(), &c, None)?;
+    program.total_ns(target, &tile_overrides(&c.kernels))
+}
+
 /// [`compile_program_with`]`(prepared, config, Some(memo))?.total_ns(memo.target())`,
 /// without building the program: a straight-line program's estimate is the sum of its
 /// kernels' times in order, so each kernel the memo remembers is costed by its entry
@@ -150,7 +165,7 @@ pub(crate) fn remembered_total_ns(
     config: &CompilationConfig,
     memo: &KernelMemo,
 ) -> Result<f64, ProgramError> {
-    let c = prepared.compile_bodies(config)?;
+    let c = prepared.compile_bodies_for_cost(config)?;
     let module = prepared.module();
     let target = memo.target();
     if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) {

@@ -30,8 +30,11 @@ pub(crate) enum EmitMode {
     /// What the cost model reads: the instructions of each kernel ([`KernelBodies`]),
     /// and with `skeleton` the output module without the contents of the fusions the
     /// compiler makes (their computations are empty placeholders: not valid HLO, only
-    /// for walking the program's loops, conditionals and input fusions).
-    Program { skeleton: bool },
+    /// for walking the program's loops, conditionals and input fusions). Without
+    /// `shapes` the kernel list leaves out the physical shapes of the kernels' operands
+    /// and outputs (`Kernel::parameters`, `outputs`, `hero_operands`), which costing
+    /// does not read.
+    Program { skeleton: bool, shapes: bool },
     /// The output module, to be printed.
     Module,
 }
@@ -483,6 +486,8 @@ struct Emitter<'e, 'a> {
     no_module: bool,
     /// List kernel bodies ([`EmitMode::Program`]).
     bodies: bool,
+    /// Give each kernel the physical shapes of its operands and outputs.
+    shapes: bool,
     /// Their instructions, kernel after kernel in emission order.
     arena: Vec<BodyInstr>,
     /// The nodes they are made of.
@@ -682,7 +687,11 @@ impl<'e, 'a> Emitter<'e, 'a> {
             return Ok(());
         }
         let name = name.unwrap_or_default();
-        let parameters = b.pc.all(fi, fc, &nd.operands);
+        let parameters = if self.shapes {
+            b.pc.all(fi, fc, &nd.operands)
+        } else {
+            Vec::new()
+        };
         let body = self
             .bodies
             .then(|| self.unfused_body(fi, fc, x, clone_number, b));
@@ -700,7 +709,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 fused_computation: None,
                 hero_operands: parameters.clone(),
                 parameters,
-                outputs: b.pc.get(fi, fc, x).to_vec(),
+                outputs: self.kernel_outputs(fi, fc, x, &mut b.pc),
                 tile: None,
                 instruction_count: 1,
                 call_site: None,
@@ -851,8 +860,12 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 instruction: id,
                 fused_computation: Some(fcid),
                 parameters,
-                outputs: b.pc.get(fi, fc, gp.root).to_vec(),
-                hero_operands: b.pc.all(fi, fc, &hero.operands),
+                outputs: self.kernel_outputs(fi, fc, gp.root, &mut b.pc),
+                hero_operands: if self.shapes {
+                    b.pc.all(fi, fc, &hero.operands)
+                } else {
+                    Vec::new()
+                },
                 tile: None,
                 instruction_count: gp.members.len(),
                 call_site: None,
@@ -885,7 +898,24 @@ impl<'e, 'a> Emitter<'e, 'a> {
         }
     }
 
-    /// One parameter of the fused computation per input; the inputs' physical shapes.
+    /// The physical shapes of node `x`'s outputs, for its kernel (none without
+    /// [`Emitter::shapes`]).
+    fn kernel_outputs(
+        &self,
+        fi: usize,
+        fc: &FComp<'_>,
+        x: u32,
+        pc: &mut PhysCache,
+    ) -> Vec<Arc<PhysicalShape>> {
+        if self.shapes {
+            pc.get(fi, fc, x).to_vec()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// One parameter of the fused computation per input; the inputs' physical shapes
+    /// (none without [`Emitter::shapes`]).
     fn fused_parameters(
         &mut self,
         out: &CompOut<'_, 'a>,
@@ -897,7 +927,9 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let mut parameters = Vec::with_capacity(inputs.len());
         for (i, &inp) in inputs.iter().enumerate() {
             let on = &fc.nodes[inp as usize];
-            parameters.extend_from_slice(b.pc.get(fi, fc, inp));
+            if self.shapes {
+                parameters.extend_from_slice(b.pc.get(fi, fc, inp));
+            }
             while b.param_attrs.len() <= i {
                 let mut a = SharedAttrs::default();
                 a.parameter_number = Some(b.param_attrs.len() as i64);
@@ -1246,8 +1278,15 @@ pub(crate) fn emit<'a>(
     let m = flat.module;
     scratch.nodes.all.clear();
     let nflat = flat.comps.len();
-    let no_module = mode == EmitMode::Program { skeleton: false };
+    let no_module = matches!(
+        mode,
+        EmitMode::Program {
+            skeleton: false,
+            ..
+        }
+    );
     let bodies = matches!(mode, EmitMode::Program { .. });
+    let shapes = !matches!(mode, EmitMode::Program { shapes: false, .. });
     if bodies {
         scratch.nodes.body_nodes.reset(flat);
     }
@@ -1262,6 +1301,7 @@ pub(crate) fn emit<'a>(
         names: &mut flat.names,
         no_module,
         bodies,
+        shapes,
         arena: Vec::with_capacity(hint.0),
         nodes: Vec::with_capacity(hint.1),
         new_id: vec![None; m.computations.len()],

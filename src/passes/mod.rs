@@ -219,8 +219,28 @@ impl<'m> PreparedModule<'m> {
         &self,
         config: &CompilationConfig,
     ) -> Result<CompiledBodies<'m>, CompileError> {
+        self.bodies_with(config, true)
+    }
+
+    /// [`PreparedModule::compile_bodies`] for a caller that keeps only the cost: the
+    /// kernel list leaves out the physical shapes of the kernels' operands and outputs
+    /// ([`Kernel::parameters`], `outputs`, `hero_operands`: empty), which lowering and
+    /// the estimate do not read. The same bodies, kernels otherwise, and skeleton.
+    pub(crate) fn compile_bodies_for_cost(
+        &self,
+        config: &CompilationConfig,
+    ) -> Result<CompiledBodies<'m>, CompileError> {
+        self.bodies_with(config, false)
+    }
+
+    fn bodies_with(
+        &self,
+        config: &CompilationConfig,
+        shapes: bool,
+    ) -> Result<CompiledBodies<'m>, CompileError> {
         let mode = EmitMode::Program {
             skeleton: !self.is_straight_line(),
+            shapes,
         };
         let (skeleton, kernels, bodies, stats, notes) = self.run(config, mode)?;
         Ok(CompiledBodies {
@@ -391,4 +411,43 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
         kernels[i].tile = Some(b);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The compilation the labels take ([`PreparedModule::compile_bodies_for_cost`]) is
+    /// [`PreparedModule::compile_bodies`] with the kernels' physical shapes left out.
+    #[test]
+    fn the_cost_compilation_leaves_out_only_the_kernel_shapes() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/hlo_samples/mlp_train.hlo");
+        let text = std::fs::read_to_string(path).unwrap();
+        let m = crate::hlo::parse_module(path, &text).unwrap();
+        let p = PreparedModule::new(&m).unwrap();
+        let config = CompilationConfig::default();
+        let full = p.compile_bodies(&config).unwrap();
+        let cost = p.compile_bodies_for_cost(&config).unwrap();
+        assert_eq!(cost.kernels.len(), full.kernels.len());
+        assert!(full.kernels.iter().all(|k| !k.outputs.is_empty()));
+        let with_shapes = full
+            .kernels
+            .iter()
+            .filter(|k| !k.parameters.is_empty())
+            .count();
+        assert!(with_shapes > 0);
+        for (c, f) in cost.kernels.iter().zip(&full.kernels) {
+            assert!(c.parameters.is_empty() && c.outputs.is_empty());
+            assert!(c.hero_operands.is_empty());
+            let mut f = f.clone();
+            f.parameters.clear();
+            f.outputs.clear();
+            f.hero_operands.clear();
+            assert_eq!(*c, f);
+        }
+        assert_eq!(format!("{:?}", cost.bodies), format!("{:?}", full.bodies));
+        assert_eq!(cost.skeleton, full.skeleton);
+        assert_eq!(cost.stats, full.stats);
+        assert_eq!(cost.notes, full.notes);
+    }
 }
