@@ -574,24 +574,57 @@ fn search_default_sizes(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64; MAX
         hw[d] = dim_alignment(desc, target, d).max(1);
         align[d] = hw[d].max(operand_alignment(desc, target, d));
     }
+    let fp = vmem_footprint(desc, target, &t[..n]);
+    if fp <= target.vmem_limit_bytes {
+        return;
+    }
     // Dims the operands' tiling asks to keep are cut only when nothing else makes the
-    // tiles fit (then the search starts again from the whole space).
-    let whole = *t;
-    if !shrink_to_fit(desc, target, &mut t[..n], &align[..n]) {
-        *t = whole;
-        shrink_to_fit(desc, target, &mut t[..n], &hw[..n]);
+    // tiles fit (then the search starts again from the whole space). Whether a search
+    // fits is known before it runs: see [`smallest_tile`].
+    let (mut small, mut small_hw) = ([1i64; MAX_DIMS], [1i64; MAX_DIMS]);
+    if fits(
+        desc,
+        target,
+        smallest_tile(&t[..n], &align[..n], &mut small),
+    ) {
+        shrink_to_fit(desc, target, &mut t[..n], &align[..n], fp);
+    } else if fits(
+        desc,
+        target,
+        smallest_tile(&t[..n], &hw[..n], &mut small_hw),
+    ) {
+        shrink_to_fit(desc, target, &mut t[..n], &hw[..n], fp);
+    } else {
+        t[..n].copy_from_slice(&small_hw[..n]);
     }
 }
 
+/// The tile [`shrink_to_fit`] ends at when nothing fits, into `out`: every dim of `t`
+/// halved ([`halve`]) as long as that cuts it, which is its alignment, or its size when
+/// smaller, in whatever order the dims are cut. The footprint only grows with each
+/// dim, so the halving finds a tile that fits exactly when this one fits, and ends
+/// here when it does not.
+fn smallest_tile<'o>(t: &[i64], align: &[i64], out: &'o mut [i64; MAX_DIMS]) -> &'o [i64] {
+    for (d, (&td, &a)) in t.iter().zip(align).enumerate() {
+        out[d] = td.min(a);
+    }
+    &out[..t.len()]
+}
+
 /// Halve dims (lowest [`shrink_class`] first, then the largest tile) down to their
-/// alignment until the footprint fits VMEM; false if it still does not.
-fn shrink_to_fit(desc: &KernelDesc, target: &TpuTarget, t: &mut [i64], align: &[i64]) -> bool {
+/// alignment until the footprint (`fp` at `t`) fits VMEM; false if it still does not.
+fn shrink_to_fit(
+    desc: &KernelDesc,
+    target: &TpuTarget,
+    t: &mut [i64],
+    align: &[i64],
+    mut fp: u64,
+) -> bool {
     let limit = target.vmem_limit_bytes;
     // Bytes each possible cut saves (None: the dim is at its alignment), and the
     // footprint after it (the next step's footprint when that cut is taken).
     let mut saved = [None::<u64>; MAX_DIMS];
     let mut after = [0u64; MAX_DIMS];
-    let mut fp = vmem_footprint(desc, target, t);
     // Each iteration halves one dim, so the loop ends after Σ log2(extent) steps.
     for _ in 0..(64 * MAX_DIMS) {
         if fp <= limit {
@@ -805,6 +838,70 @@ mod tests {
         assert_eq!(cfg.output_bounds, vec![4, 8]);
         assert!(cfg.kernel_bounds.is_empty());
         assert!(cfg.input_bounds.is_empty());
+    }
+
+    /// The halving finds a tile that fits exactly when the smallest tile it can reach
+    /// fits, and ends at that tile when it does not ([`smallest_tile`]): what lets
+    /// [`search_default_sizes`] skip a search that would fail. Checked over kernels
+    /// that fit, fit only with the operands' alignment dropped, or never fit, on VMEM
+    /// limits from the smallest to v3's.
+    #[test]
+    fn the_halving_fails_exactly_when_the_smallest_tile_does_not_fit() {
+        let descs = [
+            KernelDesc::matmul("mm", 1, 4096, 4096, 4096, 16, 32, MxuPrecision::Bf16).unwrap(),
+            KernelDesc::matmul("bmm", 64, 512, 8192, 1024, 32, 32, MxuPrecision::F32High).unwrap(),
+            KernelDesc::matmul("thin", 1, 8, 1 << 20, 8, 32, 32, MxuPrecision::F32High).unwrap(),
+            KernelDesc::elementwise("e", &[64, 3000, 5000], 32, 3, OpCounts::cheap(1.0)).unwrap(),
+            KernelDesc::elementwise("wide", &[7, 1 << 22], 32, 9, OpCounts::cheap(1.0)).unwrap(),
+            KernelDesc::copy_transpose("tr", &[512, 9, 4096], &[2, 0, 1], 16).unwrap(),
+            KernelDesc::reduction("r", &[1 << 16, 4096], &[1], 32, OpCounts::cheap(1.0)).unwrap(),
+        ];
+        let (mut found_any, mut failed) = (0, Vec::new());
+        for limit in [1u64 << 20, 2 << 20, 4 << 20, 16 << 20] {
+            let mut target = TpuTarget::v3();
+            target.vmem_limit_bytes = limit;
+            for desc in &descs {
+                let n = desc.n_iter().min(MAX_DIMS);
+                let whole: Vec<i64> = (0..n).map(|d| desc.iter_extent(d).max(1)).collect();
+                let hw: Vec<i64> = (0..n)
+                    .map(|d| dim_alignment(desc, &target, d).max(1))
+                    .collect();
+                let align: Vec<i64> = (0..n)
+                    .map(|d| hw[d].max(operand_alignment(desc, &target, d)))
+                    .collect();
+                for (which, a) in [("operands'", &align), ("hardware", &hw)] {
+                    let mut t = whole.clone();
+                    let fp = vmem_footprint(desc, &target, &t);
+                    let found = shrink_to_fit(desc, &target, &mut t, a, fp);
+                    let mut small = [0i64; MAX_DIMS];
+                    let smallest = smallest_tile(&whole, a, &mut small);
+                    let what = format!("{} at {limit} B, {which} alignment", desc.name);
+                    assert_eq!(found, fits(desc, &target, smallest), "{what}");
+                    if found {
+                        found_any += 1;
+                        assert!(fits(desc, &target, &t), "{what}");
+                    } else {
+                        assert_eq!(t, smallest, "{what}");
+                        failed.push(what);
+                    }
+                }
+            }
+        }
+        assert!(found_any > 40, "{found_any}");
+        // both ways out of the first search: the hardware's alignment alone fits, or
+        // nothing does
+        let at_1m = |name: &str, which: &str| {
+            let f = format!("{name} at 1048576 B, {which} alignment");
+            failed.contains(&f)
+        };
+        assert!(
+            at_1m("tr", "operands'") && !at_1m("tr", "hardware"),
+            "{failed:?}"
+        );
+        assert!(
+            at_1m("r", "operands'") && at_1m("r", "hardware"),
+            "{failed:?}"
+        );
     }
 
     /// The two kernels of the spec's table that have a simple desc here: counts of
