@@ -198,10 +198,13 @@ impl LayoutEvaluator {
 }
 
 /// Runtime of the whole program compiled under `config`, ns: layout assignment and
-/// fusion, lowering every kernel ([`crate::kernels::compile_program`]), and the estimate of the program
-/// under the configuration's tiles (each kernel's default where it sets none) — what
-/// `tpusim estimate` reports for the module compiled with `config`
-/// ([`CompiledProgram::total_ns`](crate::kernels::CompiledProgram::total_ns)). `Sync`: call it from many threads on one prepared module.
+/// fusion, lowering every kernel ([`crate::kernels::compile_program`]), and the
+/// estimate of the program under the configuration's tiles (each kernel's default where
+/// it sets none) — what `tpusim estimate` reports for the module compiled with `config`
+/// ([`CompiledProgram::total_ns`](crate::kernels::CompiledProgram::total_ns)), to the
+/// bit; the compiler's kernel list is made without the physical shapes no cost reads
+/// (`kernels::program::compiled_total_ns`). `Sync`: call it from many threads on one
+/// prepared module.
 pub fn recompiled_ns(
     prepared: &PreparedModule,
     config: &CompilationConfig,

@@ -687,11 +687,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             return Ok(());
         }
         let name = name.unwrap_or_default();
-        let parameters = if self.shapes {
-            b.pc.all(fi, fc, &nd.operands)
-        } else {
-            Vec::new()
-        };
+        let parameters = self.kernel_shapes(fi, fc, &nd.operands, &mut b.pc);
         let body = self
             .bodies
             .then(|| self.unfused_body(fi, fc, x, clone_number, b));
@@ -861,11 +857,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 fused_computation: Some(fcid),
                 parameters,
                 outputs: self.kernel_outputs(fi, fc, gp.root, &mut b.pc),
-                hero_operands: if self.shapes {
-                    b.pc.all(fi, fc, &hero.operands)
-                } else {
-                    Vec::new()
-                },
+                hero_operands: self.kernel_shapes(fi, fc, &hero.operands, &mut b.pc),
                 tile: None,
                 instruction_count: gp.members.len(),
                 call_site: None,
@@ -895,6 +887,22 @@ impl<'e, 'a> Emitter<'e, 'a> {
             comp,
             len: 0,
             start: self.arena.len(),
+        }
+    }
+
+    /// The physical shapes of nodes `xs`, for a kernel's operands (none without
+    /// [`Emitter::shapes`]).
+    fn kernel_shapes(
+        &self,
+        fi: usize,
+        fc: &FComp<'_>,
+        xs: &[u32],
+        pc: &mut PhysCache,
+    ) -> Vec<Arc<PhysicalShape>> {
+        if self.shapes {
+            pc.all(fi, fc, xs)
+        } else {
+            Vec::new()
         }
     }
 
