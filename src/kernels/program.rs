@@ -9,7 +9,7 @@
 //! descriptions are evaluated once per call.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -149,8 +149,35 @@ pub(crate) fn compiled_total_ns(
     target: &TpuTarget,
 ) -> Result<f64, ProgramError> {
     let c = prepared.compile_bodies_for_cost(config)?;
-    let program = LoweredProgram::lower(prepared.module(), &c, None)?;
+    lowered_total_ns(prepared.module(), &c, None, target)
+}
+
+/// The total of the program `c` lowers to, under its configuration's tiles.
+fn lowered_total_ns(
+    module: &Module,
+    c: &crate::passes::CompiledBodies<'_>,
+    memo: Option<&KernelMemo>,
+    target: &TpuTarget,
+) -> Result<f64, ProgramError> {
+    let program = LoweredProgram::lower(module, c, memo)?;
     program.total_ns(target, &tile_overrides(&c.kernels))
+}
+
+/// The evaluation of `kernel` on `target` that `kept` (a memo entry's) holds, else
+/// made now and kept there.
+fn eval_kept(
+    kernel: &LoweredKernel,
+    target: &TpuTarget,
+    kept: Option<&OnceLock<Eval>>,
+) -> Result<Eval, ProgramError> {
+    if let Some(e) = kept.and_then(|e| e.get()) {
+        return Ok(*e);
+    }
+    let e = eval_kernel(kernel, target, None)?;
+    if let Some(kept) = kept {
+        let _ = kept.set(e);
+    }
+    Ok(e)
 }
 
 /// [`compile_program_with`]`(prepared, config, Some(memo))?.total_ns(memo.target())`,
@@ -169,8 +196,7 @@ pub(crate) fn remembered_total_ns(
     let module = prepared.module();
     let target = memo.target();
     if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) {
-        let program = LoweredProgram::lower(module, &c, Some(memo))?;
-        return program.total_ns(target, &tile_overrides(&c.kernels));
+        return lowered_total_ns(module, &c, Some(memo), target);
     }
     // Every kernel found or lowered first, so that a lowering error comes first, as in
     // `LoweredProgram::lower`.
@@ -189,23 +215,14 @@ pub(crate) fn remembered_total_ns(
             Found::Lowered(Some(kernel)) => (&**kernel, None),
             Found::Lowered(None) => continue,
         };
-        let e = match kept.and_then(|e| e.get()) {
-            Some(e) => *e,
-            None => {
-                // (a remembered kernel bears the name of the body it was lowered from)
-                let e = eval_kernel(kernel, target, None).map_err(|e| match e {
-                    ProgramError::Tile { source, .. } => ProgramError::Tile {
-                        kernel: k.name.to_string(),
-                        source,
-                    },
-                    e => e,
-                })?;
-                if let Some(kept) = kept {
-                    let _ = kept.set(e);
-                }
-                e
-            }
-        };
+        // (a remembered kernel bears the name of the body it was lowered from)
+        let e = eval_kept(kernel, target, kept).map_err(|e| match e {
+            ProgramError::Tile { source, .. } => ProgramError::Tile {
+                kernel: k.name.to_string(),
+                source,
+            },
+            e => e,
+        })?;
         total += e.total_ns;
     }
     Ok(total)
@@ -336,7 +353,7 @@ pub struct LoweredProgram {
     nodes: Vec<Node>,
     /// Kernel indices by kernel name, made when first asked for (costing a
     /// configuration without tile overrides never looks a kernel up by name).
-    by_name: std::sync::OnceLock<HashMap<String, Vec<usize>>>,
+    by_name: OnceLock<HashMap<String, Vec<usize>>>,
     /// `while` loops: (instruction name, trip count, source).
     pub loops: Vec<(String, u64, TripSource)>,
     /// The target of the memo the kernels came from, whose evaluations it keeps.
@@ -640,7 +657,7 @@ impl LoweredProgram {
             kernels,
             classes,
             nodes,
-            by_name: std::sync::OnceLock::new(),
+            by_name: OnceLock::new(),
             loops,
             memo_target,
         }
@@ -685,17 +702,7 @@ impl LoweredProgram {
         for &rep in &self.classes {
             let k = &self.kernels[rep];
             let kept = k.entry.as_ref().filter(|_| memo).map(|e| &e.eval);
-            let e = match kept.and_then(|e| e.get()) {
-                Some(e) => *e,
-                None => {
-                    let e = eval_kernel(&k.lowered, target, None)?;
-                    if let Some(kept) = kept {
-                        let _ = kept.set(e);
-                    }
-                    e
-                }
-            };
-            class_evals.push(e);
+            class_evals.push(eval_kept(&k.lowered, target, kept)?);
         }
         Ok(PreparedProgram {
             program: self,
