@@ -736,24 +736,32 @@ impl LayoutSampler {
     }
 
     /// A fingerprint of a configuration that is the same on every machine and Rust
-    /// release (FNV-1a over its layouts, each tensor tagged by presence and length), so
-    /// which draws count as repeats never changes.
+    /// release, so which draws count as repeats never changes: its layouts as one word
+    /// a value (each tensor tagged by presence and length, so that two configurations
+    /// give the same words only if they are equal), each word folded in by a multiply
+    /// and a shift, both one-to-one. A word a value, not FNV-1a's byte a step: the
+    /// sampler runs on one thread, beside the labelling and again when the file is
+    /// written.
     fn hash(cfg: &[NodeChoice]) -> u64 {
-        let mut bytes = Vec::with_capacity(cfg.len() * 32);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut fold = |w: u64| {
+            h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+        };
         for c in cfg {
             for t in [&c.output, &c.input, &c.kernel] {
                 match t {
-                    None => bytes.push(0xff),
+                    None => fold(u64::MAX),
                     Some(d) => {
-                        bytes.push(d.len() as u8);
+                        fold(d.len() as u64);
                         for &x in d.iter() {
-                            bytes.extend_from_slice(&x.to_le_bytes());
+                            fold(x as u64);
                         }
                     }
                 }
             }
         }
-        super::kernel_module::fnv1a(&bytes)
+        h
     }
 
     /// One tensor's layout in the style of its node (see [`LayoutSampler`]).
@@ -923,28 +931,36 @@ fn layout_sample_ev(
     let fresh = LayoutSampler::new(&ev, o.search, seed);
     let mut sampler = fresh.clone();
     let mut runtimes: Vec<i64> = Vec::new();
-    const CHUNK: usize = 512;
-    while runtimes.len() < o.configs.max(1) {
-        let want = CHUNK.min(o.configs.max(1) - runtimes.len());
-        let chunk: Vec<Vec<NodeChoice>> = (0..want).map_while(|_| sampler.next_config()).collect();
-        if chunk.is_empty() {
-            break;
-        }
+    // Configurations are drawn in order on one thread while the threads label the
+    // previous chunk (two chunks in memory).
+    const CHUNK: usize = 256;
+    let total = o.configs.max(1);
+    let draw = |sampler: &mut LayoutSampler, want: usize| -> Vec<Vec<NodeChoice>> {
+        (0..want).map_while(|_| sampler.next_config()).collect()
+    };
+    let mut chunk = draw(&mut sampler, CHUNK.min(total));
+    while !chunk.is_empty() {
         let base = runtimes.len() as u64;
-        let ns: Vec<f64> = chunk
-            .par_iter()
-            .enumerate()
-            .map(|(j, c)| {
-                let r = ev.runtime_ns(&prepared, c);
-                progress.advance(1);
-                r.map_err(|e| GenError::Program {
-                    module: name.clone(),
-                    index: base + j as u64,
-                    source: Box::new(e),
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        for (j, t) in ns.into_iter().enumerate() {
+        let want = CHUNK.min(total - runtimes.len() - chunk.len());
+        let (ns, next) = rayon::join(
+            || {
+                chunk
+                    .par_iter()
+                    .enumerate()
+                    .map(|(j, c)| {
+                        let r = ev.runtime_ns(&prepared, c);
+                        progress.advance(1);
+                        r.map_err(|e| GenError::Program {
+                            module: name.clone(),
+                            index: base + j as u64,
+                            source: Box::new(e),
+                        })
+                    })
+                    .collect::<Result<Vec<f64>, _>>()
+            },
+            || draw(&mut sampler, want),
+        );
+        for (j, t) in ns?.into_iter().enumerate() {
             let index = base + j as u64;
             runtimes.push(
                 noise
@@ -956,6 +972,7 @@ fn layout_sample_ev(
                     })?,
             );
         }
+        chunk = next;
     }
     progress.shrink(per_module.saturating_sub(runtimes.len() as u64));
     Ok(Some((
