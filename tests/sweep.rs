@@ -308,7 +308,7 @@ fn cli_writes_csv_and_svg_and_fails_cleanly() {
         s.rows.iter().filter(|r| r.estimate.is_none()).count()
     );
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-    assert!(svg.contains(&desc.name) && svg.contains("does not fit VMEM"));
+    assert!(svg.contains(desc.name.as_str()) && svg.contains("does not fit VMEM"));
     // one x label per swept tile size (log axis with its own ticks), at least four
     // y labels, and the infeasible band labelled
     let labels: Vec<&str> = svg

@@ -21,7 +21,7 @@ use super::ops::{
     add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_data, op_class,
     physical_dims, physical_order, total_ops, PhysOrder,
 };
-use crate::ir::{
+use crate::ir::{Name, 
     ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Opcode, PrimitiveType, Shape,
 };
 use crate::passes::KernelBody;
@@ -74,7 +74,7 @@ pub struct LoweredKernel {
     #[serde(serialize_with = "opcode_name")]
     pub hero: Opcode,
     /// Name of the hero instruction.
-    pub hero_name: String,
+    pub hero_name: Name,
     /// Outputs written besides `desc.output` (other elements of a
     /// multi-output fusion; the buffer initialisation of an in-place
     /// update computed inside the fusion). Counted as extra write traffic
@@ -397,9 +397,9 @@ impl<'m> Region<'m> {
     }
 
     /// Name of instruction `id` (as in the compiled module).
-    fn name(&self, id: InstrId) -> String {
+    fn name(&self, id: InstrId) -> Name {
         match self.src {
-            Source::Comp(c) => c.instr(id).name.as_str().to_owned(),
+            Source::Comp(c) => c.instr(id).name.clone(),
             Source::Body(b) => b.name(id.index()),
         }
     }
@@ -1397,7 +1397,7 @@ fn lower_region_at(r: &Region, name: &str) -> Result<Option<(LoweredKernel, Inst
     let kind = kernel_kind(r, &hero, &tr, space.rank());
     let work = vpu_work(r, &hero, &red.dims, space.out_arr);
     let desc = KernelDesc {
-        name: name.to_string(),
+        name: Name::from(name),
         kind,
         output: space.out_desc,
         reduction_dims: red.dims,

@@ -283,7 +283,7 @@ pub struct ProgramKernel {
     /// The lowered kernel.
     pub lowered: LoweredKernel,
     /// Computation that holds the instruction.
-    pub computation: String,
+    pub computation: Name,
     /// Index of the structurally identical kernel evaluated for it.
     class: usize,
     /// The memo entry the kernel was taken from or remembered in.
@@ -486,7 +486,7 @@ impl Walker<'_> {
                         nodes.push(Node::Kernel(self.kernels.len()));
                         self.kernels.push(ProgramKernel {
                             lowered: k.kernel,
-                            computation: c.name.clone(),
+                            computation: Name::from(c.name.as_str()),
                             class: 0,
                             entry: k.entry,
                         });
@@ -617,7 +617,7 @@ impl LoweredProgram {
                 nodes.push(Node::Kernel(kernels.len()));
                 kernels.push(ProgramKernel {
                     lowered: l.kernel,
-                    computation: k.computation_name.as_str().to_owned(),
+                    computation: k.computation_name.clone(),
                     class: 0,
                     entry: l.entry,
                 });
@@ -669,7 +669,7 @@ impl LoweredProgram {
             let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
             for (i, k) in self.kernels.iter().enumerate() {
                 by_name
-                    .entry(k.lowered.desc.name.clone())
+                    .entry(k.lowered.desc.name.to_string())
                     .or_default()
                     .push(i);
             }
@@ -696,14 +696,7 @@ impl LoweredProgram {
         &'a self,
         target: &'a TpuTarget,
     ) -> Result<PreparedProgram<'a>, ProgramError> {
-        let mut class_evals = Vec::with_capacity(self.classes.len());
-        // the memo keeps evaluations on its own target only
-        let memo = self.memo_target.as_deref().is_some_and(|t| t == target);
-        for &rep in &self.classes {
-            let k = &self.kernels[rep];
-            let kept = k.entry.as_ref().filter(|_| memo).map(|e| &e.eval);
-            class_evals.push(eval_kept(&k.lowered, target, kept)?);
-        }
+        let class_evals = self.class_evals(target, |e| e).collect::<Result<_, _>>()?;
         Ok(PreparedProgram {
             program: self,
             target,
@@ -711,9 +704,37 @@ impl LoweredProgram {
         })
     }
 
+    /// `part` of each class's evaluation on `target` under its default tile, in class
+    /// order (through the memo's entries when the memo is on `target`).
+    fn class_evals<'s, T: 's>(
+        &'s self,
+        target: &'s TpuTarget,
+        part: impl Fn(Eval) -> T + 's,
+    ) -> impl Iterator<Item = Result<T, ProgramError>> + 's {
+        // the memo keeps evaluations on its own target only
+        let memo = self.memo_target.as_deref().is_some_and(|t| t == target);
+        self.classes.iter().map(move |&rep| {
+            let k = &self.kernels[rep];
+            let kept = k.entry.as_ref().filter(|_| memo).map(|e| &e.eval);
+            eval_kept(&k.lowered, target, kept).map(&part)
+        })
+    }
+
     /// Total time in ns only (no per-kernel rows).
     pub fn total_ns(&self, target: &TpuTarget, tiles: &TileOverrides) -> Result<f64, ProgramError> {
-        self.prepare(target)?.total_ns(tiles)
+        if !tiles.is_empty() {
+            return self.prepare(target)?.total_ns(tiles);
+        }
+        // [`PreparedProgram::total_ns`] without overrides, keeping each class's total
+        // alone rather than its whole evaluation.
+        let totals: Vec<f64> = self
+            .class_evals(target, |e| e.total_ns)
+            .collect::<Result<_, _>>()?;
+        let at = |i: usize| {
+            let class = self.kernels.get(i).map(|k| k.class);
+            class.and_then(|c| totals.get(c)).copied().unwrap_or(0.0)
+        };
+        Ok(fold(&self.nodes, &at, 1.0, &mut None))
     }
 
     /// Full estimate with one row per kernel.
@@ -823,8 +844,8 @@ impl PreparedProgram<'_> {
                 ),
             };
             rows.push(KernelRow {
-                name: d.name.clone(),
-                computation: k.computation.clone(),
+                name: d.name.to_string(),
+                computation: k.computation.to_string(),
                 kind: kind_name(&d.kind),
                 hero: k.lowered.hero.name(),
                 tile,
@@ -869,7 +890,7 @@ fn eval_kernel(
         }
         Err(source) => {
             return Err(ProgramError::Tile {
-                kernel: desc.name.clone(),
+                kernel: desc.name.to_string(),
                 source,
             })
         }
@@ -1152,7 +1173,7 @@ pub fn explain_kernel(
     let derivation = derive(&k.desc, &cfg, target);
     let pk = ProgramKernel {
         lowered: k,
-        computation: c.name.clone(),
+        computation: Name::from(c.name.as_str()),
         class: 0,
         entry: None,
     };
@@ -1173,8 +1194,8 @@ pub fn explain_kernel(
         .ok()
         .map(|sizes| TileConfig::from_sizes(&pk.lowered.desc, &sizes));
     Ok(KernelExplanation {
-        kernel: pk.lowered.desc.name.clone(),
-        computation: pk.computation,
+        kernel: pk.lowered.desc.name.to_string(),
+        computation: pk.computation.to_string(),
         hlo,
         lowering: pk.lowered,
         tile_counts,

@@ -412,14 +412,14 @@ impl<'a> KernelBody<'a> {
 
     /// The name instruction `i` has in the output module (empty for fusion parameters;
     /// for the leaves of an unfused instruction, their node's).
-    pub fn name(&self, i: usize) -> String {
+    pub fn name(&self, i: usize) -> Name {
         let b = &self.instrs[i];
         if self.parameter(i).is_some() {
-            String::new()
+            Name::default()
         } else if b.clone_number == 0 {
-            self.node(i).name.as_str().to_owned()
+            Name::from(self.node(i).name.as_str())
         } else {
-            format!("{}.{}", self.node(i).name, b.clone_number)
+            super::flat::numbered(&self.node(i).name, None, b.clone_number)
         }
     }
 }

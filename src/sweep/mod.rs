@@ -176,7 +176,7 @@ pub fn tile_sweep(
     let n = desc.n_iter();
     let default = estimate(desc, &TileConfig::default(), target).map_err(|source| {
         SweepError::DefaultTile {
-            kernel: desc.name.clone(),
+            kernel: desc.name.to_string(),
             source,
         }
     })?;
@@ -186,7 +186,7 @@ pub fn tile_sweep(
     for &d in dims {
         if d >= n {
             return Err(SweepError::NoSuchDim {
-                kernel: desc.name.clone(),
+                kernel: desc.name.to_string(),
                 dim: d,
                 n_iter: n,
             });
@@ -219,7 +219,7 @@ pub fn tile_sweep(
                 Err(ModelError::Infeasible { needed, .. }) => (None, needed),
                 Err(source) => {
                     return Err(SweepError::Tile {
-                        kernel: desc.name.clone(),
+                        kernel: desc.name.to_string(),
                         tile,
                         source,
                     })
@@ -239,7 +239,7 @@ pub fn tile_sweep(
         }
     }
     Ok(TileSweep {
-        kernel: desc.name.clone(),
+        kernel: desc.name.to_string(),
         target: target.name.clone(),
         labels: (0..n).map(|d| dim_label(desc, d)).collect(),
         extents: (0..n).map(|d| desc.iter_extent(d)).collect(),

@@ -163,7 +163,7 @@ impl Derivation {
     /// An empty derivation of `desc` on `target`, for [`evaluate`] to fill.
     pub(crate) fn new(desc: &KernelDesc, target: &TpuTarget) -> Self {
         Derivation {
-            kernel: desc.name.clone(),
+            kernel: desc.name.to_string(),
             target: target.name.clone(),
             grid: None,
             traffic: None,

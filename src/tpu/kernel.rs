@@ -311,7 +311,7 @@ pub struct VpuWork {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KernelDesc {
     /// Kernel (fusion) name, for reports.
-    pub name: String,
+    pub name: crate::ir::Name,
     /// What the kernel does.
     pub kind: KernelKind,
     /// Output tensor in physical layout; its dims are iteration dims `0..r`.
@@ -563,7 +563,7 @@ impl KernelDesc {
             )
         };
         let d = Self {
-            name: name.to_string(),
+            name: name.into(),
             kind: KernelKind::Mxu(MxuSpec { roles, precision }),
             output: TensorDesc::new(out_dims, out_bits),
             reduction_dims: vec![ReductionDim {
@@ -625,7 +625,7 @@ impl KernelDesc {
         };
         let filter = InputDesc::mapped(vec![s.kh, s.kw, s.c_in, s.c_out], in_bits, &[4, 5, 6, 3]);
         let d = Self {
-            name: name.to_string(),
+            name: name.into(),
             kind: KernelKind::Mxu(MxuSpec {
                 roles: vec![MxuRole::M, MxuRole::M, MxuRole::M, MxuRole::N],
                 precision,
@@ -667,7 +667,7 @@ impl KernelDesc {
         check_dims("elementwise", dims)?;
         let iter: Vec<usize> = (0..dims.len()).collect();
         let d = Self {
-            name: name.to_string(),
+            name: name.into(),
             kind: KernelKind::Elementwise,
             output: TensorDesc::new(dims.to_vec(), elem_bits),
             reduction_dims: vec![],
@@ -739,7 +739,7 @@ impl KernelDesc {
             }
         }
         let d = Self {
-            name: name.to_string(),
+            name: name.into(),
             kind: KernelKind::Reduction,
             output: TensorDesc::new(out_dims, elem_bits),
             reduction_dims: red,
@@ -786,7 +786,7 @@ impl KernelDesc {
             map[p] = DimMap::Iter(i);
         }
         let d = Self {
-            name: name.to_string(),
+            name: name.into(),
             kind: KernelKind::CopyTranspose,
             output: TensorDesc::new(out_dims, elem_bits),
             reduction_dims: vec![],
