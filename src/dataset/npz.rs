@@ -1793,6 +1793,50 @@ fn min_max(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     })
 }
 
+/// Whether a chunk held values, and a NaN.
+struct Seen {
+    len: usize,
+    nan: bool,
+}
+
+impl Seen {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The least and greatest of `c`'s values that are not NaN (`f64::INFINITY` and
+/// `-INFINITY` when there are none), and whether one is NaN. In eight lanes, which the
+/// compiler turns into vector instructions: the file's largest array is read through
+/// here before the file is kept. Min and max do not depend on the order the values
+/// come in (bar the sign of a zero, which no range check tells apart).
+fn value_range<T>(c: &[T], f: impl Fn(&T) -> f64) -> (f64, f64, Seen) {
+    const L: usize = 8;
+    let mut lo = [f64::INFINITY; L];
+    let mut hi = [f64::NEG_INFINITY; L];
+    let mut nan = [false; L];
+    let mut lanes = |x: &[T]| {
+        for (k, v) in x.iter().enumerate() {
+            let v = f(v);
+            // a NaN fails both comparisons and is counted apart
+            lo[k] = if v < lo[k] { v } else { lo[k] };
+            hi[k] = if v > hi[k] { v } else { hi[k] };
+            nan[k] |= v.is_nan();
+        }
+    };
+    let mut chunks = c.chunks_exact(L);
+    for x in &mut chunks {
+        lanes(x);
+    }
+    lanes(chunks.remainder());
+    let fold = |a: [f64; L], pick: fn(f64, f64) -> f64| a.into_iter().fold(a[0], pick);
+    let seen = Seen {
+        len: c.len(),
+        nan: nan.iter().any(|&n| n),
+    };
+    (fold(lo, f64::min), fold(hi, f64::max), seen)
+}
+
 fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> {
     let names = r.names();
     let mut arrays = Vec::with_capacity(names.len());
@@ -2070,22 +2114,17 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
             let mut nan = false;
             let mut any = false;
             r.visit("node_config_feat", |chunk| {
-                let mut upd = |x: f64| {
-                    any = true;
-                    if x.is_nan() {
-                        nan = true;
-                    } else {
-                        lo = lo.min(x);
-                        hi = hi.max(x);
-                    }
+                let (l, h, n) = match chunk {
+                    ArrayChunk::F32(c) => value_range(c, |&x| f64::from(x)),
+                    ArrayChunk::F64(c) => value_range(c, |&x| x),
+                    ArrayChunk::I32(c) => value_range(c, |&x| f64::from(x)),
+                    ArrayChunk::I64(c) => value_range(c, |&x| x as f64),
+                    ArrayChunk::U8(c) => value_range(c, |&x| f64::from(x)),
                 };
-                match chunk {
-                    ArrayChunk::F32(c) => c.iter().for_each(|&x| upd(f64::from(x))),
-                    ArrayChunk::F64(c) => c.iter().for_each(|&x| upd(x)),
-                    ArrayChunk::I32(c) => c.iter().for_each(|&x| upd(f64::from(x))),
-                    ArrayChunk::I64(c) => c.iter().for_each(|&x| upd(x as f64)),
-                    ArrayChunk::U8(c) => c.iter().for_each(|&x| upd(f64::from(x))),
-                }
+                any |= !n.is_empty();
+                nan |= n.nan;
+                lo = lo.min(l);
+                hi = hi.max(h);
                 Ok(())
             })?;
             read.push("node_config_feat");
@@ -2122,4 +2161,38 @@ fn summarize_reader<R: Read + Seek>(r: &mut NpzReader<R>) -> Result<NpzSummary> 
     }
     s.violations = violations;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::value_range;
+
+    #[test]
+    fn the_value_range_is_the_range_of_every_lane_and_the_tail() {
+        // 19 values: two rows of eight lanes and a tail of three; the extremes sit in
+        // different lanes and in the tail.
+        let v: Vec<f32> = (0..19).map(|i| ((i * 7) % 11) as f32 - 3.0).collect();
+        let (lo, hi, seen) = value_range(&v, |&x| f64::from(x));
+        assert_eq!((lo, hi, seen.len, seen.nan), (-3.0, 7.0, 19, false));
+        let mut w = v.clone();
+        w[18] = -9.5; // in the tail
+        w[5] = 12.25; // in a lane
+        w[10] = f32::NAN;
+        let (lo, hi, seen) = value_range(&w, |&x| f64::from(x));
+        assert_eq!((lo, hi, seen.nan), (-9.5, 12.25, true));
+        // integers, and nothing at all
+        let (lo, hi, seen) = value_range(&[-1i64, 4, 0, 2], |&x| x as f64);
+        assert_eq!(
+            (lo, hi, seen.nan, seen.is_empty()),
+            (-1.0, 4.0, false, false)
+        );
+        let (lo, hi, seen) = value_range::<u8>(&[], |&x| f64::from(x));
+        assert_eq!(
+            (lo, hi, seen.is_empty()),
+            (f64::INFINITY, f64::NEG_INFINITY, true)
+        );
+        // only NaN: no range, and the NaN is seen
+        let (lo, hi, seen) = value_range(&[f64::NAN; 3], |&x| x);
+        assert_eq!((lo, hi, seen.nan), (f64::INFINITY, f64::NEG_INFINITY, true));
+    }
 }

@@ -21,8 +21,9 @@ use super::ops::{
     add_scaled, computation_ops, dim_size, elem_bits, elem_shape, elements, is_data, op_class,
     physical_dims, physical_order, total_ops, PhysOrder,
 };
-use crate::ir::{Name, 
-    ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Opcode, PrimitiveType, Shape,
+use crate::ir::{
+    ArrayShape, Attrs, CallRole, CompId, Computation, InstrId, Module, Name, Opcode, PrimitiveType,
+    Shape,
 };
 use crate::passes::KernelBody;
 use crate::tpu::{
