@@ -177,6 +177,18 @@ pub fn padded_physical_dims(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> Dims {
     let tile: &[i64] = tiles.first().map(|t| t.dims.as_slice()).unwrap_or(&[]);
     let r = tile.len();
     let rank = m2m.len();
+    let size = |d: i64| match usize::try_from(d).ok().and_then(|d| dims.get(d)) {
+        Some(&x) if x >= 0 => x,
+        _ => 1,
+    };
+    if r == 0 && rank <= 4 {
+        // Untiled and inline (most calls): written into the buffer whole.
+        let mut buf = [0i64; 4];
+        for (b, &d) in buf.iter_mut().zip(m2m.iter().rev()) {
+            *b = size(d);
+        }
+        return Dims::from_buf_and_len(buf, rank);
+    }
     let mut out = Dims::new();
     for i in (rank..r).rev() {
         let t = tile[r - 1 - i];
@@ -185,10 +197,7 @@ pub fn padded_physical_dims(dims: &[i64], m2m: &[i64], tiles: &[Tile]) -> Dims {
         }
     }
     for (i, &d) in m2m.iter().enumerate().rev() {
-        let size = match usize::try_from(d).ok().and_then(|d| dims.get(d)) {
-            Some(&x) if x >= 0 => x,
-            _ => 1,
-        };
+        let size = size(d);
         let padded = match (i < r).then(|| tile[r - 1 - i]) {
             Some(t) if t > 0 => (size / t + i64::from(size % t != 0)).saturating_mul(t),
             _ => size,

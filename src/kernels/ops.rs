@@ -67,11 +67,31 @@ fn valid_minor_to_major(a: &ArrayShape) -> Option<&[i64]> {
 /// position `k` (major→minor = reverse of `minor_to_major`; a malformed layout reads
 /// as row-major).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
-    match valid_minor_to_major(a) {
-        // a permutation of 0..rank: every entry converts
-        Some(m2m) => m2m.iter().rev().map(|&d| d as usize).collect(),
-        None => (0..a.rank()).collect(),
+    const INLINE: usize = 8;
+    let rank = a.rank();
+    if rank > INLINE {
+        return match valid_minor_to_major(a) {
+            // a permutation of 0..rank: every entry converts
+            Some(m2m) => m2m.iter().rev().map(|&d| d as usize).collect(),
+            None => (0..rank).collect(),
+        };
     }
+    // Written into the inline buffer whole (the common case, and most of the cost of
+    // a collect was its pushes).
+    let mut buf = [0usize; INLINE];
+    match valid_minor_to_major(a) {
+        Some(m2m) => {
+            for (b, &d) in buf.iter_mut().zip(m2m.iter().rev()) {
+                *b = d as usize;
+            }
+        }
+        None => {
+            for (k, b) in buf.iter_mut().enumerate() {
+                *b = k;
+            }
+        }
+    }
+    PhysOrder::from_buf_and_len(buf, rank)
 }
 
 /// Physical dims (major→minor) of an array shape: [`crate::passes::tiling::physical_dims`]

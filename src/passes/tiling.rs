@@ -144,32 +144,35 @@ pub(crate) type Groups = SmallVec<[usize; 8]>;
 pub(crate) fn reshape_groups(a: &[i64], b: &[i64]) -> Option<(Groups, Groups)> {
     let mut ga: Groups = SmallVec::from_elem(usize::MAX, a.len());
     let mut gb: Groups = SmallVec::from_elem(usize::MAX, b.len());
-    let ia: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| a[i] != 1).collect();
-    let ib: SmallVec<[usize; 8]> = (0..b.len()).filter(|&i| b[i] != 1).collect();
-    let (mut i, mut j, mut g) = (0usize, 0usize, 0usize);
-    while i < ia.len() && j < ib.len() {
-        let mut pa = a[ia[i]];
-        ga[ia[i]] = g;
-        i += 1;
-        let mut pb = b[ib[j]];
-        gb[ib[j]] = g;
-        j += 1;
+    // the first dim at or after k that is not of size 1
+    let next = |d: &[i64], mut k: usize| {
+        while d.get(k) == Some(&1) {
+            k += 1;
+        }
+        k
+    };
+    let (mut i, mut j, mut g) = (next(a, 0), next(b, 0), 0usize);
+    while i < a.len() && j < b.len() {
+        let mut pa = a[i];
+        ga[i] = g;
+        i = next(a, i + 1);
+        let mut pb = b[j];
+        gb[j] = g;
+        j = next(b, j + 1);
         while pa != pb {
             if pa < pb {
-                let &d = ia.get(i)?;
-                pa = pa.checked_mul(a[d])?;
-                ga[d] = g;
-                i += 1;
+                pa = pa.checked_mul(*a.get(i)?)?;
+                ga[i] = g;
+                i = next(a, i + 1);
             } else {
-                let &d = ib.get(j)?;
-                pb = pb.checked_mul(b[d])?;
-                gb[d] = g;
-                j += 1;
+                pb = pb.checked_mul(*b.get(j)?)?;
+                gb[j] = g;
+                j = next(b, j + 1);
             }
         }
         g += 1;
     }
-    if i < ia.len() || j < ib.len() {
+    if i < a.len() || j < b.len() {
         return None;
     }
     Some((ga, gb))
