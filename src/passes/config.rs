@@ -599,10 +599,12 @@ fn check_layout(
 /// tensor's default (its layout in the input module, [`written_minor_to_major`]).
 fn completed(prefix: Option<Dims>, shape: Option<&Shape>) -> Option<Dims> {
     let prefix = prefix?;
-    let default = shape
-        .and_then(|s| s.as_array())
-        .map(written_minor_to_major)
-        .unwrap_or_default();
+    let array = shape.and_then(|s| s.as_array());
+    if array.is_some_and(|a| a.rank() == prefix.len()) {
+        // a whole permutation (checked): completing it gives it back
+        return Some(prefix);
+    }
+    let default = array.map(written_minor_to_major).unwrap_or_default();
     Some(complete_layout(&prefix, &default))
 }
 
