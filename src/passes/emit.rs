@@ -8,10 +8,13 @@
 use indexmap::IndexMap;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 use smallvec::SmallVec;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::error::CompileError;
-use super::flat::{has_side_effect, numbered, CompKind, FComp, FNode, Flat, Namer, ShapeRef, NONE};
+use super::flat::{
+    has_side_effect, numbered, CompKind, FComp, FNode, Flat, FxBuild, Namer, ShapeRef, NONE,
+};
 use super::fusion::{FusionPlan, GroupPlan};
 use super::kernel::{
     BodyAttrs, BodyInstr, BodyNode, BodySpan, CallSite, Kernel, KernelBodies, KernelKind,
@@ -194,7 +197,7 @@ impl BodyNodes {
                 Some(s) => BodyAttrs::Stripped(&s.attrs, node_attrs(n, Some(s.attrs.clone()))),
                 None => BodyAttrs::Own(node_attrs(n, None)),
             };
-            let (shape, shape_id) = shapes.get_with_id(fi, x, n);
+            let (shape, shape_id) = shapes.get_with_id(n);
             list.push(BodyNode {
                 name: Name::from(n.name()),
                 opcode: n.opcode,
@@ -208,29 +211,38 @@ impl BodyNodes {
     }
 }
 
-/// Laid-out shapes of nodes: emitting a node laid out as last time copies a pointer.
+/// Laid-out shapes by [`shape_id`]: emitting a node laid out as any earlier compilation
+/// of this scratch laid it out copies a pointer. A random configuration gives a node
+/// one of a few dozen layouts; one table of every pair made (bounded: emptied when it
+/// holds [`ShapeCache::MAX`]) finds nearly all of them, where the last two layouts of
+/// each node found about half.
 #[derive(Default)]
-struct ShapeCache(NodeSlots<SharedShape, 2>);
+struct ShapeCache(HashMap<(usize, u64), SharedShape, FxBuild>);
 
 impl ShapeCache {
-    fn get(&mut self, fi: usize, x: u32, n: &FNode<'_>) -> SharedShape {
-        self.get_with_id(fi, x, n).0
+    /// Shapes kept at most (a few hundred bytes each).
+    const MAX: usize = 1 << 18;
+
+    fn get(&mut self, n: &FNode<'_>) -> SharedShape {
+        self.get_with_id(n).0
     }
 
-    /// The laid-out shape of node `x` and its [`shape_id`].
-    fn get_with_id(
-        &mut self,
-        fi: usize,
-        x: u32,
-        n: &FNode<'_>,
-    ) -> (SharedShape, Option<(usize, u64)>) {
+    /// The laid-out shape of node `n` and its [`shape_id`].
+    fn get_with_id(&mut self, n: &FNode<'_>) -> (SharedShape, Option<(usize, u64)>) {
         let id = shape_id(n);
         let make = || SharedShape::new(laid_out(&n.shape, &n.layouts));
-        let shape = match self.0.get_at(fi, x, id, make) {
-            Some(s) => s.clone(),
-            None => make(),
+        let Some(key) = id else {
+            return (make(), id);
         };
-        (shape, id)
+        if let Some(s) = self.0.get(&key) {
+            return (s.clone(), id);
+        }
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        let s = make();
+        self.0.insert(key, s.clone());
+        (s, id)
     }
 }
 
@@ -728,7 +740,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
             return Ok(());
         };
         let nd = &out.fc.nodes[x as usize];
-        let mut ins = self.instr(nd, name, b.shapes.get(out.fi, x, nd), &mut b.remapped)?;
+        let mut ins = self.instr(nd, name, b.shapes.get(nd), &mut b.remapped)?;
         let ctrl = &mut out.ctrl;
         if ctrl.any {
             ctrl.own_name[x as usize] = ins.name == nd.name();
@@ -816,7 +828,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
         let id = out.next_id;
         out.next_id += 1;
         if let Some(c) = out.comp.as_mut() {
-            let root_shape = b.shapes.get(fi, gp.root, &fc.nodes[gp.root as usize]);
+            let root_shape = b.shapes.get(&fc.nodes[gp.root as usize]);
             let mut fu = Instruction::new(fu_name.clone(), Opcode::Fusion, root_shape);
             fu.attrs.fusion_kind = Some(gp.kind);
             fu.attrs.called.push((CallRole::Calls, fcid));
@@ -960,7 +972,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 self.names.fresh_indexed("param_", i as u64)
             };
             if let Some(fcomp) = f.comp.as_mut().filter(|_| !self.bodies) {
-                let mut p = Instruction::new(pname, Opcode::Parameter, b.shapes.get(fi, inp, on));
+                let mut p = Instruction::new(pname, Opcode::Parameter, b.shapes.get(on));
                 p.attrs = b.param_attrs[i].clone();
                 let id = fcomp.add(p, &[]);
                 fcomp.params.push(id);
@@ -1018,7 +1030,7 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 let mut ins = self.instr(
                     nd2,
                     name.unwrap_or_default(),
-                    b.shapes.get(fi, x2, nd2),
+                    b.shapes.get(nd2),
                     &mut b.remapped,
                 )?;
                 if !ins.attrs.control_predecessors.is_empty() {
