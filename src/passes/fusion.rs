@@ -313,6 +313,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// Would absorbing producer `p` take the current fusion `g` past
     /// [`MAX_OPERANDS_AND_OUTPUTS`] (its inputs and one output)? Counted only when the
     /// bound `inputs + p's operands` could reach the limit.
+    #[inline]
     fn too_many_after(&self, g: u32, p: u32) -> bool {
         let bound = self.groups[g as usize].n_inputs + self.fc.nodes[p as usize].operands.len();
         bound + 1 > MAX_OPERANDS_AND_OUTPUTS
@@ -320,6 +321,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     }
 
     /// Inputs of the current fusion `g` after absorbing producer `p`.
+    #[inline(never)]
     fn inputs_after(&self, g: u32, p: u32) -> usize {
         let mut n = self.groups[g as usize].n_inputs - self.is_input(p) as usize;
         let ops = &self.fc.nodes[p as usize].operands;
@@ -435,24 +437,28 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
 
     /// Decide whether `p` may join group `g`.
     fn decide(&self, g: u32, p: u32) -> Verdict {
-        let fc = self.fc;
-        let pn = self.node(p);
-        let flags = self.flags[p as usize];
-        if self.cfg.force_fuse.is_empty()
-            && (self.cfg.policy == FusionPolicy::None
-                || p == fc.root
-                || flags & PRODUCER_OK == 0
-                || self.own_group[p as usize] != NONE
-                || pn.opcode.is_mxu())
-        {
-            // Without forced edges every rule below answers No to these; answer before
-            // looking for the readers.
-            return Verdict::No;
+        if !self.cfg.force_fuse.is_empty() {
+            let readers = self.readers(g, p);
+            let mut forced = false;
+            for &(m, _) in &readers {
+                if self.edge_flag(&self.cfg.no_fuse, p, m) {
+                    return Verdict::No;
+                }
+                forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
+            }
+            if forced {
+                return self.decide_forced(g, p, &readers);
+            }
         }
+        self.decide_unforced(g, p)
+    }
+
+    /// The members of the current fusion `g` that read `p`, with the operand slot.
+    fn readers(&self, g: u32, p: u32) -> SmallVec<[(u32, usize); 2]> {
+        let pn = self.node(p);
         let gr = &self.groups[g as usize];
-        // Members of g that read p, with the slot.
         let mut readers: SmallVec<[(u32, usize); 2]> = SmallVec::new();
-        let scan = |u: u32, readers: &mut SmallVec<[(u32, usize); 2]>| {
+        let mut scan = |u: u32| {
             for (slot, &o) in self.node(u).operands.iter().enumerate() {
                 if o == p {
                     readers.push((u, slot));
@@ -462,83 +468,75 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if pn.users.len() <= gr.members.len() {
             for &u in &pn.users {
                 if self.is_member(u) {
-                    scan(u, &mut readers);
+                    scan(u);
                 }
             }
         } else {
             for &u in &gr.members {
-                scan(u, &mut readers);
+                scan(u);
             }
         }
-        if readers.is_empty() {
-            return Verdict::No;
+        readers
+    }
+
+    /// Is operand `slot` of member `m` its in-place buffer (not to be fused into it)?
+    fn in_place_slot(&self, m: u32, slot: usize) -> bool {
+        let m = self.node(m);
+        match m.opcode {
+            Opcode::DynamicUpdateSlice => slot == 0,
+            Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
+            _ => false,
         }
-        let mut forced = false;
-        if !self.cfg.no_fuse.is_empty() || !self.cfg.force_fuse.is_empty() {
-            for &(m, _) in &readers {
-                if self.edge_flag(&self.cfg.no_fuse, p, m) {
-                    return Verdict::No;
-                }
-                forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
-            }
-        }
-        let policy = self.cfg.policy;
-        if policy == FusionPolicy::None && !forced {
-            return Verdict::No;
-        }
-        let hard = |why: &'static str| {
-            if forced {
-                Verdict::Refused(why)
-            } else {
-                Verdict::No
-            }
-        };
-        // Hard rules.
-        if p == fc.root || flags & PRODUCER_OK == 0 {
-            return hard("the producer cannot be fused");
+    }
+
+    /// A forced (override) edge from `p` into `readers`: only the hard rules apply, and
+    /// a broken one is reported.
+    fn decide_forced(&self, g: u32, p: u32, readers: &[(u32, usize)]) -> Verdict {
+        let pn = self.node(p);
+        let gr = &self.groups[g as usize];
+        if p == self.fc.root || self.flags[p as usize] & PRODUCER_OK == 0 {
+            return Verdict::Refused("the producer cannot be fused");
         }
         if self.own_group[p as usize] != NONE {
-            return hard("the producer is already a fusion");
+            return Verdict::Refused("the producer is already a fusion");
         }
         if pn.opcode.is_mxu() && gr.mxu > 0 {
-            return hard("a fusion holds one dot/convolution");
+            return Verdict::Refused("a fusion holds one dot/convolution");
         }
-        for &(m, slot) in &readers {
-            let m = self.node(m);
-            let in_place = match m.opcode {
-                Opcode::DynamicUpdateSlice => slot == 0,
-                Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
-                _ => false,
-            };
-            if in_place {
-                return hard("it is the in-place buffer of its consumer");
-            }
+        if readers.iter().any(|&(m, slot)| self.in_place_slot(m, slot)) {
+            return Verdict::Refused("it is the in-place buffer of its consumer");
         }
-        const TOO_MANY: &str = "the fusion would exceed 96 operands and outputs";
-        if forced {
-            if self.too_many_after(g, p) {
-                return hard(TOO_MANY);
-            }
-            let reused = readers
-                .iter()
-                .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
-            return Verdict::Fuse { reused };
+        if self.too_many_after(g, p) {
+            return Verdict::Refused("the fusion would exceed 96 operands and outputs");
         }
-        // Heuristics (not forced: every failed rule answers No, so the order is free;
-        // the operand count, the dearest test, comes last).
         let reused = readers
             .iter()
             .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
-        let dup = self.ext[p as usize] > self.is_input(p) as u32;
-        let expensive = flags & EXPENSIVE != 0;
-        let aggressive = policy == FusionPolicy::Aggressive;
-        if pn.opcode.is_mxu() {
-            return Verdict::No; // dot/convolution heroes grow in phase 1 only
-        }
-        if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
+        Verdict::Fuse { reused }
+    }
+
+    /// [`Fuser::decide`] when no edge into `p` is forced: XLA's rules and heuristics,
+    /// where every failed rule answers No. The order of the rules is then free: those
+    /// that do not need the members reading `p` go first, since most producers fail one
+    /// of them and finding the readers is the dearest step but one (the operand count,
+    /// which comes last).
+    fn decide_unforced(&self, g: u32, p: u32) -> Verdict {
+        let pn = self.node(p);
+        let flags = self.flags[p as usize];
+        if self.cfg.policy == FusionPolicy::None
+            || p == self.fc.root
+            || flags & PRODUCER_OK == 0
+            || self.own_group[p as usize] != NONE
+            // dot/convolution heroes grow in phase 1 only
+            || pn.opcode.is_mxu()
+        {
             return Verdict::No;
         }
-        if expensive && reused {
+        let gr = &self.groups[g as usize];
+        let dup = self.ext[p as usize] > self.is_input(p) as u32;
+        let expensive = flags & EXPENSIVE != 0;
+        let aggressive = self.cfg.policy == FusionPolicy::Aggressive;
+        if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
             return Verdict::No;
         }
         if pn.opcode.is_reduction() {
@@ -569,6 +567,21 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
                 return Verdict::No;
             }
+        }
+        let readers = self.readers(g, p);
+        if readers.is_empty() {
+            return Verdict::No;
+        }
+        let mut reused = false;
+        let no_fuse = !self.cfg.no_fuse.is_empty();
+        for &(m, slot) in &readers {
+            if (no_fuse && self.edge_flag(&self.cfg.no_fuse, p, m)) || self.in_place_slot(m, slot) {
+                return Verdict::No;
+            }
+            reused |= self.reused[m as usize] || reuses(self.node(m), slot);
+        }
+        if expensive && reused {
+            return Verdict::No;
         }
         if self.too_many_after(g, p) {
             return Verdict::No;
