@@ -715,15 +715,17 @@ fn reshape_maps(a: &[i64], b: &[i64], m: &[DimMap]) -> Maps {
         return positional(a, b, m);
     };
     let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
-    let count = ga
-        .iter()
-        .filter(|&&g| g != usize::MAX)
-        .max()
-        .map_or(0, |&g| g + 1);
-    for g in 0..count {
-        // the group's dims of size > 1, major → minor
-        let oa: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| ga[i] == g).collect();
-        let ob: SmallVec<[usize; 8]> = (0..b.len()).filter(|&j| gb[j] == g).collect();
+    // The dims of size > 1 of each side, major → minor: their group numbers never
+    // decrease, so each group is a run of each list.
+    let na: SmallVec<[usize; 8]> = (0..a.len()).filter(|&i| ga[i] != usize::MAX).collect();
+    let nb: SmallVec<[usize; 8]> = (0..b.len()).filter(|&j| gb[j] != usize::MAX).collect();
+    let (mut p, mut q) = (0, 0);
+    while p < na.len() && q < nb.len() {
+        let g = ga[na[p]].min(gb[nb[q]]);
+        let pe = p + na[p..].iter().take_while(|&&i| ga[i] == g).count();
+        let qe = q + nb[q..].iter().take_while(|&&j| gb[j] == g).count();
+        let (oa, ob) = (&na[p..pe], &nb[q..qe]);
+        (p, q) = (pe, qe);
         if oa.is_empty() || ob.is_empty() {
             continue;
         }
