@@ -39,9 +39,9 @@ fn bench(c: &mut Criterion) {
     for k in &compiled.kernels {
         let id = petgraph::stable_graph::NodeIndex::new(k.instruction as usize);
         if let Ok(Some(lk)) = lower_kernel_full(&compiled.module, k.computation, id) {
-            let mut cfgs = vec![default_tile(&lk.desc, &target)];
-            cfgs.extend(sample_tiles(&lk.desc, &target, 20, 1));
-            work.push((lk.desc, cfgs));
+            let mut cfgs = vec![default_tile(lk.desc(), &target)];
+            cfgs.extend(sample_tiles(lk.desc(), &target, 20, 1));
+            work.push((lk.into_desc(), cfgs));
         }
     }
     let n: usize = work.iter().map(|(_, c)| c.len()).sum();

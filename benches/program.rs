@@ -44,8 +44,8 @@ fn bench(c: &mut Criterion) {
     let first_mxu = lp
         .kernels
         .iter()
-        .find(|k| matches!(k.lowered.desc.kind, tpusim::tpu::KernelKind::Mxu(_)))
-        .map(|k| k.lowered.desc.name.clone());
+        .find(|k| matches!(k.lowered.desc().kind, tpusim::tpu::KernelKind::Mxu(_)))
+        .map(|k| k.lowered.desc().name.clone());
     if let Some(name) = first_mxu {
         one.insert(name, Default::default());
     }

@@ -20,7 +20,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sweep");
     g.sample_size(20);
     g.bench_function("tile/resnet18_conv3x3", |b| {
-        b.iter(|| black_box(tile_sweep(&k.desc, &t, &[]).unwrap().rows.len()))
+        b.iter(|| black_box(tile_sweep(k.desc(), &t, &[]).unwrap().rows.len()))
     });
     let base = CompilationConfig::default();
     g.bench_function("layout/resnet18_conv_input_25", |b| {

@@ -38,9 +38,10 @@ fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
     );
     for (x, y) in a.kernels.iter().zip(&b.kernels) {
         assert_eq!(
-            x.lowered, y.lowered,
+            x.lowered,
+            y.lowered,
             "{what}: kernel {}",
-            x.lowered.desc.name
+            x.lowered.desc().name
         );
         assert_eq!(x.computation, y.computation, "{what}");
     }

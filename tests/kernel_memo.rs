@@ -17,9 +17,10 @@ fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
     assert_eq!(a.kernels.len(), b.kernels.len(), "{what}: kernel counts");
     for (x, y) in a.kernels.iter().zip(&b.kernels) {
         assert_eq!(
-            x.lowered, y.lowered,
+            x.lowered,
+            y.lowered,
             "{what}: kernel {}",
-            x.lowered.desc.name
+            x.lowered.desc().name
         );
         assert_eq!(x.computation, y.computation, "{what}");
     }

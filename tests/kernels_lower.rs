@@ -27,7 +27,7 @@ fn lower(m: &Module, name: &str) -> Option<LoweredKernel> {
 fn desc(m: &Module, name: &str) -> KernelDesc {
     lower(m, name)
         .unwrap_or_else(|| panic!("{name} lowered to no kernel"))
-        .desc
+        .into_desc()
 }
 
 fn roles(d: &KernelDesc) -> Vec<MxuRole> {
@@ -68,7 +68,7 @@ ENTRY %main (a: f32[256,512], w: f32[512,1024], b: f32[1024]) -> f32[256,1024] {
 fn dot_with_bias_epilogue_is_an_mxu_kernel() {
     let m = module(DOT_BIAS);
     let k = lower(&m, "dot_fusion").expect("a kernel");
-    let d = &k.desc;
+    let d = k.desc();
     assert_eq!(k.hero.name(), "dot");
     assert_eq!(roles(d), vec![MxuRole::M, MxuRole::N]);
     assert_eq!(
@@ -213,7 +213,7 @@ ENTRY %main (x: f32[8,32,32,64], k: f32[3,3,64,128]) -> f32[8,16,16,128] {
 "#,
     );
     let k = lower(&m, "conv_fusion").expect("a kernel");
-    let d = &k.desc;
+    let d = k.desc();
     assert_eq!(k.hero.name(), "convolution");
     assert_eq!(
         roles(d),
@@ -436,7 +436,7 @@ ENTRY %main (x: f32[1024,512]) -> f32[1024] {
 fn reduce_over_the_minor_dim_is_a_lane_reduction() {
     let m = module(&REDUCE.replace("LAYOUT", "1,0"));
     let k = lower(&m, "rf").expect("a kernel");
-    let d = &k.desc;
+    let d = k.desc();
     assert_eq!(d.kind, KernelKind::Reduction);
     assert_eq!(k.hero.name(), "reduce");
     assert_eq!(d.output.dims[..], [1024]);
@@ -554,10 +554,10 @@ fn transposing_copies_are_copy_transpose_kernels() {
     assert!(lower(&m, "free").is_none());
     // fusion: logical transpose into a swapped layout, then a relayout copy
     let f = lower(&m, "tf").expect("a kernel");
-    assert_eq!(f.desc.kind, KernelKind::CopyTranspose);
+    assert_eq!(f.desc().kind, KernelKind::CopyTranspose);
     assert_eq!(f.hero.name(), "copy");
     assert_eq!(
-        f.desc.inputs[0].dims,
+        f.desc().inputs[0].dims,
         vec![
             DimMap::Iter(0),
             DimMap::Iter(1),
@@ -618,14 +618,14 @@ ENTRY %main (x: f32[64,1024], y: f32[64,1024]) -> (f32[64], f32[64,1024]) {
 "#,
     );
     let k = lower(&m, "f").expect("a kernel");
-    assert_eq!(k.desc.output.dims[..], [64, 1024]);
-    assert_eq!(k.desc.kind, KernelKind::Elementwise);
+    assert_eq!(k.desc().output.dims[..], [64, 1024]);
+    assert_eq!(k.desc().kind, KernelKind::Elementwise);
     assert_eq!(k.side_outputs.len(), 1);
     assert_eq!(k.side_outputs[0].dims[..], [64]);
     // multiply (1) + reduce combiner (1) per output element
-    assert_eq!(k.desc.vpu.per_output_element.cheap, 2.0);
+    assert_eq!(k.desc().vpu.per_output_element.cheap, 2.0);
     assert_eq!(
-        k.desc.inputs[0].dims,
+        k.desc().inputs[0].dims,
         vec![DimMap::Iter(0), DimMap::Iter(1)]
     );
 }
@@ -652,10 +652,10 @@ ENTRY %main (buf: f32[32,16,256], v: f32[1,16,256], i: s32[]) -> f32[32,16,256] 
 "#,
     );
     let k = lower(&m, "upd").expect("a kernel");
-    assert_eq!(k.desc.output.dims[..], [1, 16, 256]);
+    assert_eq!(k.desc().output.dims[..], [1, 16, 256]);
     // the aliased buffer is not read, the scalar index is a kernel argument
     assert_eq!(k.operand_of_input, vec![1]);
-    assert_eq!(k.desc.vpu.per_output_element.medium, 1.0);
+    assert_eq!(k.desc().vpu.per_output_element.medium, 1.0);
     assert!(k.side_outputs.is_empty());
 }
 

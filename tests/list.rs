@@ -40,7 +40,7 @@ fn kernels_are_the_compilers_in_execution_order() {
         for (i, (e, k)) in l.iter().zip(&c.kernels).enumerate() {
             assert_eq!((e.index, e.name.as_str()), (i, k.name.as_str()));
             assert_eq!((e.kind, e.hero), (k.kind, k.hero.name()));
-            let d = &p.kernels[p.kernel_index(&e.name).unwrap()].lowered.desc;
+            let d = &p.kernels[p.kernel_index(&e.name).unwrap()].lowered.desc();
             assert_eq!(e.iteration_space.len(), d.n_iter());
             assert_eq!(e.tile.as_ref(), Some(&default_tile(d, &t)));
         }

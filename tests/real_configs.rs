@@ -276,8 +276,8 @@ fn kernel_desc(mt: &ModuleTuning) -> Option<tpusim::tpu::KernelDesc> {
         .to_string();
     p.kernels
         .iter()
-        .find(|k| k.lowered.desc.name == root)
-        .map(|k| k.lowered.desc.clone())
+        .find(|k| k.lowered.desc().name == root)
+        .map(|k| k.lowered.desc().clone())
 }
 
 /// Every run's bounds have the rank of the tensor they tile and lie within its extents

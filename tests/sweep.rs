@@ -24,7 +24,7 @@ fn resnet18_conv() -> KernelDesc {
     let k = p
         .kernels
         .iter()
-        .map(|k| &k.lowered.desc)
+        .map(|k| k.lowered.desc())
         .find(|d| {
             matches!(d.kind, tpusim::tpu::KernelKind::Mxu(_))
                 && d.reduction_dims.len() == 3
@@ -33,7 +33,7 @@ fn resnet18_conv() -> KernelDesc {
         .expect("a 3x3 convolution");
     // The CLI looks kernels up by name the same way.
     let (_, _, found) = find_kernel(&c.module, &k.name).unwrap();
-    assert_eq!(&found.desc, k);
+    assert_eq!(found.desc(), k);
     k.clone()
 }
 

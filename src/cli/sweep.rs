@@ -130,7 +130,7 @@ fn tile(a: TileArgs) -> Result<i32> {
         }
     };
     let desc = match find_kernel(&compiled.module, &a.kernel) {
-        Ok((_, _, k)) => k.desc,
+        Ok((_, _, k)) => k.into_desc(),
         Err(e) => {
             eprintln!("{}: error: {e}", c.file.display());
             return Ok(1);

@@ -483,7 +483,7 @@ impl TileKernels {
         else {
             return Ok(None);
         };
-        let desc = &lk.desc;
+        let desc = lk.desc();
         let seed = item_seed(o.seed, &stem);
         let def = default_tile(desc, &o.target);
         let Ok(def_est) = estimate(desc, &def, &o.target) else {

@@ -90,7 +90,7 @@ pub fn list_kernels(
             let desc = program
                 .kernel_index(&k.name)
                 .and_then(|i| program.kernels.get(i))
-                .map(|p| &p.lowered.desc);
+                .map(|p| p.lowered.desc());
             let tile = desc.map(|d| match &k.tile {
                 Some(t) => TileConfig {
                     output_bounds: t.output_bounds.clone(),

@@ -69,8 +69,10 @@ pub enum LowerError {
 /// carry (hero, side outputs, operand numbering).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoweredKernel {
-    /// The kernel description the cost model evaluates.
-    pub desc: KernelDesc,
+    /// The kernel description the cost model evaluates, valid
+    /// ([`KernelDesc::validate`]): it is read through [`LoweredKernel::desc`], so that
+    /// no one changes it after the lowering checked it, and the model does not check it again.
+    desc: KernelDesc,
     /// Opcode of the hero instruction (the op that decides the kind).
     #[serde(serialize_with = "opcode_name")]
     pub hero: Opcode,
@@ -87,6 +89,25 @@ pub struct LoweredKernel {
     /// True when the traced description was rejected (too many dims, …) and a
     /// flattened 2-D approximation is used instead.
     pub flattened: bool,
+}
+
+impl LoweredKernel {
+    /// The kernel description the cost model evaluates (valid: see
+    /// [`KernelDesc::validate`]).
+    pub fn desc(&self) -> &KernelDesc {
+        &self.desc
+    }
+
+    /// The description, taken out of the kernel.
+    pub fn into_desc(self) -> KernelDesc {
+        self.desc
+    }
+
+    /// The same kernel under the name `name` (a remembered kernel handed out for
+    /// another of the same body).
+    pub(crate) fn rename(&mut self, name: &str) {
+        self.desc.name = Name::from(name);
+    }
 }
 
 /// An opcode as its HLO name.

@@ -22,7 +22,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::lower::{lower_body, lower_body_at, LowerError, LoweredKernel};
-use crate::ir::{Attrs, Module, Name};
+use crate::ir::{Attrs, Module};
 use crate::passes::kernel::{BodyAttrs, KernelBody};
 use crate::tpu::TpuTarget;
 
@@ -122,7 +122,7 @@ impl KernelMemo {
             }),
             Found::Entry(r) => r.kernel.as_ref().map(|k| {
                 let mut kernel = k.clone();
-                kernel.desc.name = Name::from(name);
+                kernel.rename(name);
                 kernel.hero_name = body.name(r.hero);
                 MemoKernel {
                     kernel,

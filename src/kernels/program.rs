@@ -20,8 +20,8 @@ use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, InstrId, Module, Name, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
 use crate::tpu::{
-    derive, estimate, Bottleneck, Derivation, Estimate, Figure, Formula, KernelDesc, KernelKind,
-    ModelError, TileConfig, TpuTarget,
+    derive, Bottleneck, Derivation, Estimate, Figure, Formula, KernelDesc, KernelKind, ModelError,
+    TileConfig, TpuTarget,
 };
 
 /// Tile overrides: a tile per kernel, by the kernel's (instruction's) name — the
@@ -514,8 +514,8 @@ fn same_structure(a: &LoweredKernel, b: &LoweredKernel) -> bool {
         vpu,
         transcendentals,
         flops,
-    } = &a.desc;
-    let y = &b.desc;
+    } = a.desc();
+    let y = b.desc();
     *kind == y.kind
         && *output == y.output
         && *reduction_dims == y.reduction_dims
@@ -530,7 +530,7 @@ fn same_structure(a: &LoweredKernel, b: &LoweredKernel) -> bool {
 /// Hash of a few fields of [`same_structure`] (kernels that hash apart differ).
 fn structure_hash(k: &LoweredKernel) -> u64 {
     use std::hash::{BuildHasher, Hash, Hasher};
-    let d = &k.desc;
+    let d = k.desc();
     let mut h = foldhash::fast::FixedState::default().build_hasher();
     d.output.dims.hash(&mut h);
     d.output.elem_bits.hash(&mut h);
@@ -669,7 +669,7 @@ impl LoweredProgram {
             let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
             for (i, k) in self.kernels.iter().enumerate() {
                 by_name
-                    .entry(k.lowered.desc.name.to_string())
+                    .entry(k.lowered.desc().name.to_string())
                     .or_default()
                     .push(i);
             }
@@ -814,7 +814,7 @@ impl PreparedProgram<'_> {
             let Some(e) = self.eval_of(&own, i) else {
                 continue;
             };
-            let d = &k.lowered.desc;
+            let d = k.lowered.desc();
             if e.est.is_none() {
                 warnings.push(format!(
                     "kernel `{}`: its tile does not fit VMEM, untiled roofline used",
@@ -878,9 +878,9 @@ fn eval_kernel(
     target: &TpuTarget,
     cfg: Option<&TileConfig>,
 ) -> Result<Eval, ProgramError> {
-    let desc = &k.desc;
+    let desc = k.desc();
     let default = TileConfig::default();
-    let res = estimate(desc, cfg.unwrap_or(&default), target);
+    let res = crate::tpu::model::estimate_valid(desc, cfg.unwrap_or(&default), target);
     let est = match res {
         Ok(e) => e,
         // A tile that does not fit the scoped VMEM (the default, or one a configuration
@@ -926,7 +926,7 @@ fn side_write(k: &LoweredKernel, target: &TpuTarget, steps: f64) -> (f64, f64) {
 /// input dim that must be read whole): max(MXU-peak time, one pass over
 /// every operand at the large-transfer bandwidth) + launch.
 fn roofline(k: &LoweredKernel, target: &TpuTarget) -> Eval {
-    let d = &k.desc;
+    let d = k.desc();
     let mut bytes = d.output.padded_bytes();
     for i in &d.inputs {
         bytes += i.tensor.padded_bytes();
@@ -1170,7 +1170,7 @@ pub fn explain_kernel(
         }
     }
     let cfg = tile.cloned().unwrap_or_default();
-    let derivation = derive(&k.desc, &cfg, target);
+    let derivation = derive(k.desc(), &cfg, target);
     let pk = ProgramKernel {
         lowered: k,
         computation: Name::from(c.name.as_str()),
@@ -1190,11 +1190,11 @@ pub fn explain_kernel(
         }
         _ => None,
     };
-    let tile_counts = crate::tpu::tile_sizes(&pk.lowered.desc, &cfg, target)
+    let tile_counts = crate::tpu::tile_sizes(pk.lowered.desc(), &cfg, target)
         .ok()
-        .map(|sizes| TileConfig::from_sizes(&pk.lowered.desc, &sizes));
+        .map(|sizes| TileConfig::from_sizes(pk.lowered.desc(), &sizes));
     Ok(KernelExplanation {
-        kernel: pk.lowered.desc.name.to_string(),
+        kernel: pk.lowered.desc().name.to_string(),
         computation: pk.computation.to_string(),
         hlo,
         lowering: pk.lowered,

@@ -143,7 +143,7 @@ pub fn build(
     let mut tile_skipped = Vec::new();
     for &i in order.iter().take(TILE_TRIES) {
         let name = &estimate.kernels[i].name;
-        let desc = find_kernel(&c.module, name)?.2.desc;
+        let desc = find_kernel(&c.module, name)?.2.into_desc();
         match tile_sweep(&desc, t, &[]) {
             Ok(s) => {
                 tile = Some(s);

@@ -482,14 +482,36 @@ pub fn estimate(
     evaluate(desc, cfg, target, None)
 }
 
+/// [`estimate`] of a description that is valid ([`KernelDesc::validate`]): a lowered
+/// kernel's, checked once when it was lowered
+/// ([`crate::kernels::LoweredKernel::desc`]).
+pub(crate) fn estimate_valid(
+    desc: &KernelDesc,
+    cfg: &TileConfig,
+    target: &TpuTarget,
+) -> Result<Estimate, ModelError> {
+    evaluate_valid(desc, cfg, target, None)
+}
+
 /// Shared implementation of `estimate` and `explain`.
 pub(crate) fn evaluate(
     desc: &KernelDesc,
     cfg: &TileConfig,
     target: &TpuTarget,
-    mut trace: Option<&mut Derivation>,
+    trace: Option<&mut Derivation>,
 ) -> Result<Estimate, ModelError> {
     desc.validate()?;
+    evaluate_valid(desc, cfg, target, trace)
+}
+
+/// [`evaluate`] of a valid description (the tile arithmetic indexes arrays of
+/// [`MAX_DIMS`] by its iteration dims).
+fn evaluate_valid(
+    desc: &KernelDesc,
+    cfg: &TileConfig,
+    target: &TpuTarget,
+    mut trace: Option<&mut Derivation>,
+) -> Result<Estimate, ModelError> {
     let mut tile = [0i64; MAX_DIMS];
     resolve_sizes(desc, cfg, target, &mut tile)?;
     let n = desc.n_iter();
