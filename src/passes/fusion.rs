@@ -83,6 +83,7 @@ fn is_physical_relayout(fc: &FComp<'_>, x: u32) -> bool {
 }
 
 /// Does `u` read the elements of operand `slot` more than once per output element?
+#[inline]
 fn reuses(u: &FNode<'_>, slot: usize) -> bool {
     use Opcode::*;
     match u.opcode {
@@ -193,6 +194,10 @@ struct Fuser<'f, 'a, 'c> {
     clones: Vec<u32>,
     member: Vec<u32>,
     input: Vec<u32>,
+    /// `read[x] == stamp`: some member of the current fusion reads x, and
+    /// `read_flags[x]` says how ([`READ_REUSED`], [`READ_IN_PLACE`]).
+    read: Vec<u32>,
+    read_flags: Vec<u8>,
     stamp: u32,
     /// Can every user of the node take part in a fusion?
     users_fusible: Vec<bool>,
@@ -213,6 +218,8 @@ pub(crate) struct FusionScratch {
     clones: Vec<u32>,
     member: Vec<u32>,
     input: Vec<u32>,
+    read: Vec<u32>,
+    read_flags: Vec<u8>,
     users_fusible: Vec<bool>,
     flags: Vec<u8>,
     groups: Vec<Group>,
@@ -233,6 +240,20 @@ const PRODUCER_OK: u8 = 1;
 const EXPENSIVE: u8 = 2;
 const ALWAYS_DUP: u8 = 4;
 const CHEAP_DUP: u8 = 8;
+
+/// A member of the current fusion reads the value more than once per output element.
+const READ_REUSED: u8 = 1;
+/// A member of the current fusion updates the value in place.
+const READ_IN_PLACE: u8 = 2;
+
+/// Is operand `slot` of `m` its in-place buffer (not to be fused into it)?
+fn in_place_slot(m: &FNode<'_>, slot: usize) -> bool {
+    match m.opcode {
+        Opcode::DynamicUpdateSlice => slot == 0,
+        Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
+        _ => false,
+    }
+}
 
 /// The operands without repeats, in order.
 fn distinct(ops: &[u32]) -> impl Iterator<Item = u32> + '_ {
@@ -266,6 +287,33 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         for &i in &gr.inputs {
             if self.member[i as usize] != s {
                 self.input[i as usize] = s;
+            }
+        }
+        for k in 0..self.groups[g as usize].members.len() {
+            self.note_reads(self.groups[g as usize].members[k]);
+        }
+    }
+
+    /// Records how member `m` of the current fusion reads its operands (`read`).
+    fn note_reads(&mut self, m: u32) {
+        let fc = self.fc;
+        let mn = &fc.nodes[m as usize];
+        let reused = self.reused[m as usize];
+        let s = self.stamp;
+        for (slot, &o) in mn.operands.iter().enumerate() {
+            let mut f = 0;
+            if reused || reuses(mn, slot) {
+                f |= READ_REUSED;
+            }
+            if in_place_slot(mn, slot) {
+                f |= READ_IN_PLACE;
+            }
+            let o = o as usize;
+            if self.read[o] == s {
+                self.read_flags[o] |= f;
+            } else {
+                self.read[o] = s;
+                self.read_flags[o] = f;
             }
         }
     }
@@ -345,6 +393,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         self.member[p as usize] = self.stamp;
         self.groups[gi].members.push(p);
         self.reused[p as usize] = reused;
+        self.note_reads(p);
         self.clones[p as usize] += 1;
         let op = self.node(p).opcode;
         self.groups[gi].mxu += op.is_mxu() as u32;
@@ -479,16 +528,6 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         readers
     }
 
-    /// Is operand `slot` of member `m` its in-place buffer (not to be fused into it)?
-    fn in_place_slot(&self, m: u32, slot: usize) -> bool {
-        let m = self.node(m);
-        match m.opcode {
-            Opcode::DynamicUpdateSlice => slot == 0,
-            Opcode::Scatter => slot < m.operands.len().saturating_sub(1) / 2,
-            _ => false,
-        }
-    }
-
     /// A forced (override) edge from `p` into `readers`: only the hard rules apply, and
     /// a broken one is reported.
     fn decide_forced(&self, g: u32, p: u32, readers: &[(u32, usize)]) -> Verdict {
@@ -503,7 +542,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if pn.opcode.is_mxu() && gr.mxu > 0 {
             return Verdict::Refused("a fusion holds one dot/convolution");
         }
-        if readers.iter().any(|&(m, slot)| self.in_place_slot(m, slot)) {
+        if readers
+            .iter()
+            .any(|&(m, slot)| in_place_slot(self.node(m), slot))
+        {
             return Verdict::Refused("it is the in-place buffer of its consumer");
         }
         if self.too_many_after(g, p) {
@@ -517,9 +559,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
 
     /// [`Fuser::decide`] when no edge into `p` is forced: XLA's rules and heuristics,
     /// where every failed rule answers No. The order of the rules is then free: those
-    /// that do not need the members reading `p` go first, since most producers fail one
-    /// of them and finding the readers is the dearest step but one (the operand count,
-    /// which comes last).
+    /// that do not need the members reading `p` go first, and the operand count, the
+    /// dearest, last. How the members read `p` (at all, more than once per element, in
+    /// place) was recorded as they joined ([`Fuser::note_reads`]); only `no_fuse` edges,
+    /// which name the reader, make it look for the readers themselves.
     fn decide_unforced(&self, g: u32, p: u32) -> Verdict {
         let pn = self.node(p);
         let flags = self.flags[p as usize];
@@ -568,18 +611,29 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
-        let readers = self.readers(g, p);
-        if readers.is_empty() {
-            return Verdict::No;
-        }
-        let mut reused = false;
-        let no_fuse = !self.cfg.no_fuse.is_empty();
-        for &(m, slot) in &readers {
-            if (no_fuse && self.edge_flag(&self.cfg.no_fuse, p, m)) || self.in_place_slot(m, slot) {
+        let reused = if self.cfg.no_fuse.is_empty() {
+            // How the members read p, kept as they joined (`note_reads`).
+            if self.read[p as usize] != self.stamp
+                || self.read_flags[p as usize] & READ_IN_PLACE != 0
+            {
                 return Verdict::No;
             }
-            reused |= self.reused[m as usize] || reuses(self.node(m), slot);
-        }
+            self.read_flags[p as usize] & READ_REUSED != 0
+        } else {
+            let readers = self.readers(g, p);
+            if readers.is_empty() {
+                return Verdict::No;
+            }
+            let mut reused = false;
+            for &(m, slot) in &readers {
+                let mn = self.node(m);
+                if self.edge_flag(&self.cfg.no_fuse, p, m) || in_place_slot(mn, slot) {
+                    return Verdict::No;
+                }
+                reused |= self.reused[m as usize] || reuses(mn, slot);
+            }
+            reused
+        };
         if expensive && reused {
             return Verdict::No;
         }
@@ -753,6 +807,8 @@ pub(crate) fn plan(
         clones: filled(&mut s.clones, n, 0),
         member: filled(&mut s.member, n, 0),
         input: filled(&mut s.input, n, 0),
+        read: filled(&mut s.read, n, 0),
+        read_flags: filled(&mut s.read_flags, n, 0),
         stamp: 0,
         users_fusible,
         flags,
@@ -786,7 +842,16 @@ pub(crate) fn plan(
             continue;
         }
         let mut members = std::mem::take(&mut gr.members);
-        members.sort_unstable_by_key(|&m| f.pos[m as usize]);
+        // Members join latest first (the root, then the producers by falling position),
+        // so most lists need only be reversed; positions are distinct, the order unique.
+        if members
+            .windows(2)
+            .all(|w| f.pos[w[0] as usize] > f.pos[w[1] as usize])
+        {
+            members.reverse();
+        } else {
+            members.sort_unstable_by_key(|&m| f.pos[m as usize]);
+        }
         let root = gr.root;
         let (kind, hero) = classify(fc, &members, root);
         out.group_at[root as usize] = out.groups.len() as u32;
@@ -808,6 +873,8 @@ pub(crate) fn plan(
     s.clones = f.clones;
     s.member = f.member;
     s.input = f.input;
+    s.read = f.read;
+    s.read_flags = f.read_flags;
     s.users_fusible = f.users_fusible;
     s.flags = f.flags;
     s.heap = f.heap;
