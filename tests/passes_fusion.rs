@@ -436,3 +436,25 @@ ENTRY e {
         Some(&[1i64, 0][..])
     );
 }
+
+#[test]
+fn a_forced_fusion_into_an_in_place_buffer_is_refused_and_its_update_fuses() {
+    let m = module(
+        "HloModule m\n\nENTRY e {\n  p = f32[8,128] parameter(0)\n  u = f32[1,128] parameter(1)\n  i = s32[] parameter(2)\n  buf = f32[8,128] add(p, p)\n  upd = f32[1,128] negate(u)\n  ROOT d = f32[8,128] dynamic-update-slice(buf, upd, i, i)\n}\n",
+    );
+    // Unforced, the buffer stays out (it is updated in place) and the update joins.
+    let c = ok(&m, &CompilationConfig::default());
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    let d = kernel_members(&c, "d");
+    assert!(d.contains(&"upd".to_string()), "{d:?}");
+    assert!(!d.contains(&"buf".to_string()), "{d:?}");
+    // Forced, the same rule refuses it, and says which.
+    let c = ok(&m, &with_override("buf", "d", true));
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    assert!(
+        c.notes[0].contains("in-place buffer of its consumer"),
+        "{:?}",
+        c.notes
+    );
+    assert!(!kernel_members(&c, "d").contains(&"buf".to_string()));
+}

@@ -496,7 +496,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 forced |= self.edge_flag(&self.cfg.force_fuse, p, m);
             }
             if forced {
-                return self.decide_forced(g, p, &readers);
+                return self.decide_forced(g, p);
             }
         }
         self.decide_unforced(g, p)
@@ -528,9 +528,16 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         readers
     }
 
-    /// A forced (override) edge from `p` into `readers`: only the hard rules apply, and
-    /// a broken one is reported.
-    fn decide_forced(&self, g: u32, p: u32, readers: &[(u32, usize)]) -> Verdict {
+    /// How the members of the current fusion read `p` ([`Fuser::note_reads`]): `None`
+    /// when none does, else [`READ_REUSED`] and [`READ_IN_PLACE`] bits.
+    fn reads_of(&self, p: u32) -> Option<u8> {
+        (self.read[p as usize] == self.stamp).then(|| self.read_flags[p as usize])
+    }
+
+    /// A forced (override) edge from `p` into the current fusion `g`: only the hard
+    /// rules apply, and a broken one is reported.
+    fn decide_forced(&self, g: u32, p: u32) -> Verdict {
+        let reads = self.reads_of(p).unwrap_or(0);
         let pn = self.node(p);
         let gr = &self.groups[g as usize];
         if p == self.fc.root || self.flags[p as usize] & PRODUCER_OK == 0 {
@@ -542,19 +549,15 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if pn.opcode.is_mxu() && gr.mxu > 0 {
             return Verdict::Refused("a fusion holds one dot/convolution");
         }
-        if readers
-            .iter()
-            .any(|&(m, slot)| in_place_slot(self.node(m), slot))
-        {
+        if reads & READ_IN_PLACE != 0 {
             return Verdict::Refused("it is the in-place buffer of its consumer");
         }
         if self.too_many_after(g, p) {
             return Verdict::Refused("the fusion would exceed 96 operands and outputs");
         }
-        let reused = readers
-            .iter()
-            .any(|&(m, slot)| self.reused[m as usize] || reuses(self.node(m), slot));
-        Verdict::Fuse { reused }
+        Verdict::Fuse {
+            reused: reads & READ_REUSED != 0,
+        }
     }
 
     /// [`Fuser::decide`] when no edge into `p` is forced: XLA's rules and heuristics,
@@ -611,29 +614,22 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 return Verdict::No;
             }
         }
-        let reused = if self.cfg.no_fuse.is_empty() {
-            // How the members read p, kept as they joined (`note_reads`).
-            if self.read[p as usize] != self.stamp
-                || self.read_flags[p as usize] & READ_IN_PLACE != 0
-            {
-                return Verdict::No;
-            }
-            self.read_flags[p as usize] & READ_REUSED != 0
-        } else {
-            let readers = self.readers(g, p);
-            if readers.is_empty() {
-                return Verdict::No;
-            }
-            let mut reused = false;
-            for &(m, slot) in &readers {
-                let mn = self.node(m);
-                if self.edge_flag(&self.cfg.no_fuse, p, m) || in_place_slot(mn, slot) {
-                    return Verdict::No;
-                }
-                reused |= self.reused[m as usize] || reuses(mn, slot);
-            }
-            reused
+        // How the members read p, kept as they joined.
+        let Some(reads) = self.reads_of(p) else {
+            return Verdict::No;
         };
+        if reads & READ_IN_PLACE != 0 {
+            return Verdict::No;
+        }
+        if !self.cfg.no_fuse.is_empty()
+            && self
+                .readers(g, p)
+                .iter()
+                .any(|&(m, _)| self.edge_flag(&self.cfg.no_fuse, p, m))
+        {
+            return Verdict::No;
+        }
+        let reused = reads & READ_REUSED != 0;
         if expensive && reused {
             return Verdict::No;
         }
