@@ -9,6 +9,9 @@
 //! * `layout_remembered_{Random,Default}`: the same label through a kernel memo
 //!   (`remembered_ns`, what `generate layout --search default` runs): the kernels
 //!   earlier configurations share with it are not lowered or evaluated again.
+//! * `layout_timed_{Random,Default}`: the same label with the times of the small
+//!   kernel bodies earlier configurations share with it kept (`timed_ns` through a
+//!   `KernelTimes`, what `generate layout --search random` runs).
 //! * `layout_stage_{compile,lower,estimate}_Random`: the three stages of
 //!   `layout_recompile_Random` on their own, over 50 random configurations:
 //!   `PreparedModule::compile_bodies`, `LoweredProgram::lower` of a compilation, and the
@@ -19,9 +22,9 @@ use std::path::Path;
 
 use tpusim::dataset::config_feat::{tile_config_features, TileSizeConfig};
 use tpusim::dataset::generate::{sample_layouts, Search};
-use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, LayoutEvaluator};
+use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, timed_ns, LayoutEvaluator};
 use tpusim::dataset::plan::Noise;
-use tpusim::kernels::{lower_kernel_full, KernelMemo, LoweredProgram, TileOverrides};
+use tpusim::kernels::{lower_kernel_full, KernelMemo, KernelTimes, LoweredProgram, TileOverrides};
 use tpusim::passes::{compile, CompilationConfig, PreparedModule};
 use tpusim::tpu::{default_tile, estimate, sample_tiles, TpuTarget};
 
@@ -90,6 +93,14 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 1) % configs.len();
                 remembered_ns(&prepared, &configs[i], &memo).expect("estimates")
+            })
+        });
+        let times = KernelTimes::new(&m, &target);
+        let mut i = 0;
+        g.bench_function(format!("layout_timed_{search:?}"), |b| {
+            b.iter(|| {
+                i = (i + 1) % configs.len();
+                timed_ns(&prepared, &configs[i], &times).expect("estimates")
             })
         });
         if search == Search::Random {

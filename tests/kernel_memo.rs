@@ -1,15 +1,18 @@
 //! A kernel memo changes nothing but the time: the program compiled through it is the
 //! program compiled without it (kernels, names, estimates), and its runtimes are the
-//! same to the bit, on the memo's target and on any other.
+//! same to the bit, on the memo's target and on any other. So does a table of small
+//! kernel bodies' times (`KernelTimes`, the `random` search's).
 
 mod common;
 
 use tpusim::dataset::generate::{sample_layouts, Search};
-use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, LayoutEvaluator};
+use tpusim::dataset::layout_eval::{recompiled_ns, remembered_ns, timed_ns, LayoutEvaluator};
 use tpusim::hlo::parse_module;
 use tpusim::ir::Module;
 use tpusim::kernels::TileOverrides;
-use tpusim::kernels::{compile_program, compile_program_with, KernelMemo, LoweredProgram};
+use tpusim::kernels::{
+    compile_program, compile_program_with, KernelMemo, KernelTimes, LoweredProgram,
+};
 use tpusim::passes::{CompilationConfig, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
@@ -38,12 +41,15 @@ fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
 }
 
 /// `configs` random layout configurations of `m` (and the default), each compiled with
-/// and without one shared memo; returns (kernels lowered, bodies remembered).
-fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize) {
+/// and without one shared memo, and costed with one shared table of small bodies'
+/// times; returns (kernels lowered, bodies remembered, bodies timed).
+fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize, usize) {
     let v3 = TpuTarget::v3();
     let ev = LayoutEvaluator::new(m, &v3);
     let prepared = PreparedModule::new(m).unwrap();
     let memo = KernelMemo::new(m, &v3);
+    let times = KernelTimes::new(m, &v3);
+    let mut timed_after_first = 0;
     let mut cfgs = vec![CompilationConfig::default()];
     cfgs.extend(
         sample_layouts(&ev, Search::Random, configs, 3)
@@ -70,6 +76,12 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize) {
             );
             let fast = remembered_ns(&prepared, cfg, &memo).unwrap();
             assert_eq!(exact.to_bits(), fast.to_bits(), "{what}: {exact} vs {fast}");
+            let timed = timed_ns(&prepared, cfg, &times).unwrap();
+            assert_eq!(
+                exact.to_bits(),
+                timed.to_bits(),
+                "{what}: {exact} vs {timed}"
+            );
             // the evaluator's own memo gives the same
             if pass == 0 {
                 lowered += plain.program.kernels.len();
@@ -78,9 +90,14 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize) {
         if pass == 0 {
             let after_first = memo.len();
             assert!(after_first > 0, "{what}: nothing remembered");
+            timed_after_first = times.len();
+            assert!(timed_after_first > 0, "{what}: nothing timed");
+        } else {
+            // the second pass found every small body: it kept none anew
+            assert_eq!(times.len(), timed_after_first, "{what}: bodies timed");
         }
     }
-    (lowered, memo.len())
+    (lowered, memo.len(), times.len())
 }
 
 #[test]
@@ -92,11 +109,16 @@ fn memo_changes_nothing_on_the_samples() {
         ("resnet50_train_b8", 4),
     ] {
         let m = common::load_sample(&format!("{name}.hlo"));
-        let (lowered, remembered) = check_module(name, &m, configs);
+        let (lowered, remembered, timed) = check_module(name, &m, configs);
         // kernels repeat within and across configurations: fewer bodies than kernels
         assert!(
             remembered < lowered,
             "{name}: {remembered} bodies remembered for {lowered} kernels"
+        );
+        // only the small bodies are timed
+        assert!(
+            timed < remembered,
+            "{name}: {timed} bodies timed, {remembered} remembered"
         );
     }
 }
@@ -142,18 +164,21 @@ ENTRY e {
     assert!(!prepared.is_straight_line());
     let v5e = TpuTarget::v5e();
     let memo = KernelMemo::new(&m, &v5e);
+    let times = KernelTimes::new(&m, &v5e);
     for _ in 0..2 {
         let cfg = CompilationConfig::default();
         let plain = compile_program(&prepared, &cfg).unwrap();
         let kept = compile_program_with(&prepared, &cfg, Some(&memo)).unwrap();
         assert_eq!(kept.program.loops[0].1, 4);
         assert_same_program("while loop", &plain.program, &kept.program);
-        // the label path (`remembered_ns` costs a program with loops through the
-        // program, a straight-line one kernel by kernel) gives the same
+        // the label paths (`remembered_ns` and `timed_ns` cost a program with loops
+        // through the program, a straight-line one kernel by kernel) give the same
+        let exact = recompiled_ns(&prepared, &cfg, &v5e).unwrap().to_bits();
         assert_eq!(
             remembered_ns(&prepared, &cfg, &memo).unwrap().to_bits(),
-            recompiled_ns(&prepared, &cfg, &v5e).unwrap().to_bits()
+            exact
         );
+        assert_eq!(timed_ns(&prepared, &cfg, &times).unwrap().to_bits(), exact);
         for t in [TpuTarget::v3(), v5e.clone()] {
             let none = TileOverrides::default();
             assert_eq!(
@@ -174,6 +199,8 @@ ENTRY e {
         .count();
     assert_eq!(fusions, 2);
     assert_eq!(memo.len(), fusions);
+    // nor are small bodies' times kept for it
+    assert!(times.is_empty());
 }
 
 /// A memo made for another module is not used (its attribute addresses mean nothing
@@ -191,6 +218,13 @@ fn memo_of_another_module_is_ignored() {
     let plain = compile_program(&prepared, &cfg).unwrap();
     assert_same_program("other module", &plain.program, &kept.program);
     assert!(memo.is_empty());
+    let times = KernelTimes::new(&a, &v3);
+    assert!(times.is_for(&a) && !times.is_for(&b));
+    assert_eq!(
+        timed_ns(&prepared, &cfg, &times).unwrap().to_bits(),
+        plain.total_ns(&v3).unwrap().to_bits()
+    );
+    assert!(times.is_empty());
 }
 
 /// The memo names a laid-out shape by its id (the address of the input shape it lays

@@ -11,8 +11,8 @@
 use super::graph::GraphEncoding;
 
 use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
-use crate::kernels::program::{compiled_total_ns, remembered_total_ns};
-use crate::kernels::{KernelMemo, ProgramError};
+use crate::kernels::program::{compiled_total_ns, remembered_total_ns, timed_total_ns};
+use crate::kernels::{KernelMemo, KernelTimes, ProgramError};
 use crate::passes::{
     complete_layout, configurable_nodes, written_minor_to_major, CompilationConfig, LayoutEntry,
     NodeRef, PreparedModule,
@@ -81,6 +81,9 @@ pub struct LayoutEvaluator {
     /// The kernels of the configurations evaluated so far ([`KernelMemo`]), when
     /// configurations are evaluated through it.
     memo: KernelMemo,
+    /// The times of small kernel bodies, when configurations are not evaluated through
+    /// the memo ([`KernelTimes`]).
+    times: KernelTimes,
     remember: bool,
     /// The configurable nodes, in the order configurations list their choices.
     pub nodes: Vec<ConfigNode>,
@@ -120,6 +123,7 @@ impl LayoutEvaluator {
         }
         LayoutEvaluator {
             memo: KernelMemo::new(m, target),
+            times: KernelTimes::new(m, target),
             remember: true,
             nodes,
         }
@@ -173,8 +177,10 @@ impl LayoutEvaluator {
     /// Runtime of a configuration (one choice per node, in `self.nodes` order) of the
     /// module `prepared` was made from, ns: [`recompiled_ns`] of its
     /// [`LayoutEvaluator::compilation_config`], with the kernels that earlier
-    /// configurations share with it taken from the evaluator's [`KernelMemo`] (which
-    /// changes nothing but the time: [`remembered_ns`]).
+    /// configurations share with it taken from the evaluator's [`KernelMemo`]
+    /// ([`remembered_ns`]), or, when it does not remember kernels, with the times of the
+    /// small kernel bodies earlier configurations share with it taken from its
+    /// [`KernelTimes`] ([`timed_ns`]); either changes nothing but the time.
     pub fn runtime_ns(
         &self,
         prepared: &PreparedModule,
@@ -184,14 +190,16 @@ impl LayoutEvaluator {
         if self.remember {
             remembered_ns(prepared, &c, &self.memo)
         } else {
-            recompiled_ns(prepared, &c, self.memo.target())
+            timed_ns(prepared, &c, &self.times)
         }
     }
 
     /// Whether [`LayoutEvaluator::runtime_ns`] goes through the memo (the default). It
     /// pays when configurations change a few tensors (the `default` search); when each
-    /// sets every tensor (`random`), most kernels are new and keeping and looking up
-    /// their keys costs as much as the hits save. The runtimes are the same either way.
+    /// sets every tensor (`random`), most kernels are new and keeping them costs as
+    /// much as the hits save, but the small bodies (copies, lone elementwise ops and
+    /// reductions) recur, and only their times are kept. The runtimes are the same
+    /// either way.
     pub fn remember(&mut self, on: bool) {
         self.remember = on;
     }
@@ -222,4 +230,17 @@ pub fn remembered_ns(
     memo: &KernelMemo,
 ) -> Result<f64, ProgramError> {
     remembered_total_ns(prepared, config, memo)
+}
+
+/// [`recompiled_ns`] on `times`' target, with the small kernel bodies whose times
+/// `times` keeps costed by them instead of lowered and evaluated again, and the times
+/// of the new ones kept (`kernels::memo::KernelTimes`: a kept time is the time of a
+/// kernel lowered from an equal body): the same runtime, to the bit
+/// (`tests/kernel_memo.rs`).
+pub fn timed_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    times: &KernelTimes,
+) -> Result<f64, ProgramError> {
+    timed_total_ns(prepared, config, times)
 }

@@ -170,6 +170,117 @@ impl KernelMemo {
     }
 }
 
+/// The times of small kernel bodies, for a module's compilations on one target: the
+/// part of a [`KernelMemo`] that pays when configurations set every tensor (the
+/// `random` search), where most kernels are new and keeping them costs more than
+/// their hits save. A body of at most [`KernelTimes::MAX_BODY`] instructions (the
+/// copies layout assignment inserts, a lone elementwise op or reduction) is keyed by
+/// its whole content, as the memo keys it (compared in full), and keeps its kernel's
+/// time under its default tile alone (`None`: the body is no kernel), a few dozen
+/// bytes where the memo keeps the kernel. Such bodies recur across configurations: a
+/// copy is its tensor and its two layouts.
+///
+/// `Sync`: one table serves every thread costing configurations of its module.
+pub struct KernelTimes {
+    /// Identity of the module the bodies' attributes point into.
+    module: usize,
+    target: TpuTarget,
+    shards: Vec<Mutex<TimeShard>>,
+    /// Bodies a shard's generation keeps at most; when the young one is full, the old
+    /// one is forgotten and the young one becomes old (a bound on memory, not on
+    /// correctness), so that the bodies found again stay.
+    per_generation: usize,
+}
+
+type TimeMap = HashMap<Box<[u8]>, Option<f64>, foldhash::fast::FixedState>;
+
+/// One shard of a [`KernelTimes`]: the bodies kept since the young generation began,
+/// and those of the generation before, which a body leaves for the young one when it is
+/// found again, and which is forgotten when the young one is full.
+#[derive(Default)]
+struct TimeShard {
+    young: TimeMap,
+    old: TimeMap,
+}
+
+impl KernelTimes {
+    /// Instructions (leaves included) of the largest body kept.
+    pub const MAX_BODY: usize = 8;
+
+    /// An empty table for the compilations of `module` on `target`; it keeps up to
+    /// about 524,288 bodies (two generations of 262,144; a few hundred bytes each).
+    pub fn new(module: &Module, target: &TpuTarget) -> Self {
+        let generation: usize = 1 << 18;
+        KernelTimes {
+            module: module as *const Module as usize,
+            target: target.clone(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(TimeShard::default()))
+                .collect(),
+            per_generation: generation.div_ceil(SHARDS),
+        }
+    }
+
+    /// The target whose times the table keeps.
+    pub fn target(&self) -> &TpuTarget {
+        &self.target
+    }
+
+    /// Whether this table was made for `module`.
+    pub fn is_for(&self, module: &Module) -> bool {
+        self.module == module as *const Module as usize
+    }
+
+    /// Bodies kept now.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().map(|s| s.young.len() + s.old.len()).unwrap_or(0))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The key of `body` into `key` when the table keeps bodies like it (small, and
+    /// keyed by the memo's rules).
+    pub(crate) fn key(body: KernelBody<'_>, key: &mut Vec<u8>) -> bool {
+        body.instrs.len() <= Self::MAX_BODY && body_key(body, key)
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<TimeShard> {
+        let hash = foldhash::fast::FixedState::default().hash_one(key);
+        &self.shards[(hash as usize) % SHARDS]
+    }
+
+    /// The time kept for the body keyed `key` ([`KernelTimes::key`]): `Some(None)` for a
+    /// body that is no kernel, `None` when the table has no entry.
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<f64>> {
+        let mut s = self.shard(key).lock().ok()?;
+        if let Some(&t) = s.young.get(key) {
+            return Some(t);
+        }
+        let (k, t) = s.old.remove_entry(key)?;
+        self.keep(&mut s, k, t);
+        Some(t)
+    }
+
+    /// Keep `time` for the body keyed `key`.
+    pub(crate) fn insert(&self, key: &[u8], time: Option<f64>) {
+        if let Ok(mut s) = self.shard(key).lock() {
+            self.keep(&mut s, key.into(), time);
+        }
+    }
+
+    fn keep(&self, s: &mut TimeShard, key: Box<[u8]>, time: Option<f64>) {
+        if s.young.len() >= self.per_generation {
+            s.old = std::mem::take(&mut s.young);
+        }
+        s.young.insert(key, time);
+    }
+}
+
 /// What [`KernelMemo::find`] gives.
 pub(crate) enum Found {
     /// The memo's entry for the body.

@@ -19,7 +19,7 @@ pub mod ops;
 pub mod program;
 
 pub use lower::{describe, lower_body, lower_kernel, lower_kernel_full, LowerError, LoweredKernel};
-pub use memo::KernelMemo;
+pub use memo::{KernelMemo, KernelTimes};
 pub use program::{
     compile_program, compile_program_with, estimate_program, explain_kernel, find_kernel,
     tile_overrides, CompiledProgram, KernelExplanation, KernelRow, LoweredProgram, PreparedProgram,

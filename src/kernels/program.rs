@@ -15,7 +15,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use super::lower::{describe, lower_body, lower_kernel_full, LowerError, LoweredKernel};
-use super::memo::{Found, KernelMemo, MemoKernel, Remembered};
+use super::memo::{Found, KernelMemo, KernelTimes, MemoKernel, Remembered};
 use crate::hlo::printer::{print_computation, print_instruction};
 use crate::ir::{CallRole, CompId, InstrId, Module, Name, Opcode};
 use crate::passes::{CompilationConfig, CompileError, CompileStats, Kernel, PreparedModule};
@@ -224,6 +224,89 @@ pub(crate) fn remembered_total_ns(
             e => e,
         })?;
         total += e.total_ns;
+    }
+    Ok(total)
+}
+
+/// [`compiled_total_ns`]`(prepared, config, times.target())` with the small kernel
+/// bodies whose times `times` keeps costed by those times, without being lowered or
+/// evaluated again, and the times of the new ones kept there. A straight-line program's
+/// estimate is the sum of its kernels' times in order: the other kernels are lowered
+/// and grouped into classes as [`LoweredProgram::lower`] groups them, each class
+/// evaluated once, and every kernel's time is added in program order, the kept ones
+/// among them — the same sum of the same times in the same order, to the bit (a kept
+/// time is the time of a kernel that lowered from an equal body); the same first
+/// error (a kept body lowered and evaluated without one). A program with loops or
+/// conditionals, or with tiles the configuration sets, is costed through the program.
+pub(crate) fn timed_total_ns(
+    prepared: &PreparedModule,
+    config: &CompilationConfig,
+    times: &KernelTimes,
+) -> Result<f64, ProgramError> {
+    let c = prepared.compile_bodies_for_cost(config)?;
+    let module = prepared.module();
+    let target = times.target();
+    if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) || !times.is_for(module) {
+        return lowered_total_ns(module, &c, None, target);
+    }
+    /// A kernel's time: kept, or its class's once evaluated (with the span of its
+    /// body's key in `keys` when it is to be kept).
+    enum Time {
+        Kept(f64),
+        Class(usize, Option<(usize, usize)>),
+    }
+    let mut key = Vec::new();
+    let mut keys: Vec<u8> = Vec::new();
+    let mut order = Vec::with_capacity(c.kernels.len());
+    let mut kernels = Vec::with_capacity(c.kernels.len());
+    let mut nodes = Vec::with_capacity(c.kernels.len());
+    for (k, body) in c.kernels.iter().zip(c.bodies.iter()) {
+        let keyed = KernelTimes::key(body, &mut key);
+        if keyed {
+            match times.get(&key) {
+                Some(Some(t)) => {
+                    order.push(Time::Kept(t));
+                    continue;
+                }
+                Some(None) => continue,
+                None => {}
+            }
+        }
+        let Some(kernel) = lower_body(module, body, &k.name)? else {
+            if keyed {
+                times.insert(&key, None);
+            }
+            continue;
+        };
+        let span = keyed.then(|| {
+            keys.extend_from_slice(&key);
+            (keys.len() - key.len(), key.len())
+        });
+        order.push(Time::Class(kernels.len(), span));
+        nodes.push(Node::Kernel(kernels.len()));
+        kernels.push(ProgramKernel {
+            lowered: kernel,
+            computation: k.computation_name.clone(),
+            class: 0,
+            entry: None,
+        });
+    }
+    let program = LoweredProgram::assemble(kernels, nodes, Vec::new(), None);
+    let totals: Vec<f64> = program
+        .class_evals(target, |e| e.total_ns)
+        .collect::<Result<_, _>>()?;
+    let mut total = 0.0;
+    for t in &order {
+        total += match *t {
+            Time::Kept(t) => t,
+            Time::Class(i, span) => {
+                let t = totals[program.kernels[i].class];
+                if let Some((at, len)) = span {
+                    times.insert(&keys[at..at + len], Some(t));
+                }
+                t
+            }
+        };
     }
     Ok(total)
 }
