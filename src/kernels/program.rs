@@ -195,7 +195,7 @@ pub(crate) fn remembered_total_ns(
     let c = prepared.compile_bodies_for_cost(config)?;
     let module = prepared.module();
     let target = memo.target();
-    if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) {
+    if !sums_kernels(&c) {
         return lowered_total_ns(module, &c, Some(memo), target);
     }
     // Every kernel found or lowered first, so that a lowering error comes first, as in
@@ -228,6 +228,13 @@ pub(crate) fn remembered_total_ns(
     Ok(total)
 }
 
+/// Whether the total of compilation `c` is the sum of its kernels' default-tile times
+/// in kernel order: a straight-line program (no skeleton of loops or conditionals)
+/// whose configuration sets no tile.
+fn sums_kernels(c: &crate::passes::CompiledBodies<'_>) -> bool {
+    c.skeleton.is_none() && c.kernels.iter().all(|k| k.tile.is_none())
+}
+
 /// [`compiled_total_ns`]`(prepared, config, times.target())` with the small kernel
 /// bodies whose times `times` keeps costed by those times, without being lowered or
 /// evaluated again, and the times of the new ones kept there. A straight-line program's
@@ -246,7 +253,7 @@ pub(crate) fn timed_total_ns(
     let c = prepared.compile_bodies_for_cost(config)?;
     let module = prepared.module();
     let target = times.target();
-    if c.skeleton.is_some() || c.kernels.iter().any(|k| k.tile.is_some()) || !times.is_for(module) {
+    if !sums_kernels(&c) || !times.is_for(module) {
         return lowered_total_ns(module, &c, None, target);
     }
     /// A kernel's time: kept, or its class's once evaluated (with the span of its
