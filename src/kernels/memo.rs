@@ -29,6 +29,18 @@ use crate::tpu::TpuTarget;
 /// Shards of the table (a lock each), so that threads rarely wait for one another.
 const SHARDS: usize = 16;
 
+/// The identity of a module that a body's attribute addresses point into (its address:
+/// a memo or table keys bodies of one module only).
+fn module_id(module: &Module) -> usize {
+    module as *const Module as usize
+}
+
+/// The shard that keeps the body keyed `key`.
+fn shard_of(key: &[u8]) -> usize {
+    let hash = foldhash::fast::FixedState::default().hash_one(key);
+    (hash as usize) % SHARDS
+}
+
 /// Kernels remembered for one module and one target (see the module documentation).
 pub struct KernelMemo {
     /// Identity of the module the bodies' attributes point into.
@@ -72,7 +84,7 @@ impl KernelMemo {
     /// An empty memo that remembers up to about `bodies` kernel bodies.
     pub fn with_capacity(module: &Module, target: &TpuTarget, bodies: usize) -> Self {
         KernelMemo {
-            module: module as *const Module as usize,
+            module: module_id(module),
             target: Arc::new(target.clone()),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: bodies.div_ceil(SHARDS).max(1),
@@ -91,7 +103,7 @@ impl KernelMemo {
 
     /// Whether this memo was made for `module`.
     pub fn is_for(&self, module: &Module) -> bool {
-        self.module == module as *const Module as usize
+        self.module == module_id(module)
     }
 
     /// Kernel bodies remembered now.
@@ -148,8 +160,7 @@ impl KernelMemo {
                 lower_body(module, body, name)?.map(Box::new),
             ));
         }
-        let hash = foldhash::fast::FixedState::default().hash_one(&key[..]);
-        let shard = &self.shards[(hash as usize) % SHARDS];
+        let shard = &self.shards[shard_of(key)];
         let found = shard.lock().ok().and_then(|s| s.get(&key[..]).cloned());
         if let Some(r) = found {
             return Ok(Found::Entry(r));
@@ -212,7 +223,7 @@ impl KernelTimes {
     pub fn new(module: &Module, target: &TpuTarget) -> Self {
         let generation: usize = 1 << 18;
         KernelTimes {
-            module: module as *const Module as usize,
+            module: module_id(module),
             target: target.clone(),
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(TimeShard::default()))
@@ -228,7 +239,7 @@ impl KernelTimes {
 
     /// Whether this table was made for `module`.
     pub fn is_for(&self, module: &Module) -> bool {
-        self.module == module as *const Module as usize
+        self.module == module_id(module)
     }
 
     /// Bodies kept now.
@@ -250,8 +261,7 @@ impl KernelTimes {
     }
 
     fn shard(&self, key: &[u8]) -> &Mutex<TimeShard> {
-        let hash = foldhash::fast::FixedState::default().hash_one(key);
-        &self.shards[(hash as usize) % SHARDS]
+        &self.shards[shard_of(key)]
     }
 
     /// The time kept for the body keyed `key` ([`KernelTimes::key`]): `Some(None)` for a
