@@ -1,7 +1,7 @@
 //! A kernel memo changes nothing but the time: the program compiled through it is the
 //! program compiled without it (kernels, names, estimates), and its runtimes are the
 //! same to the bit, on the memo's target and on any other. So does a table of small
-//! kernel bodies' times (`KernelTimes`, the `random` search's).
+//! kernel bodies' and kernel classes' times (`KernelTimes`, the `random` search's).
 
 mod common;
 
@@ -50,6 +50,7 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize, usize)
     let memo = KernelMemo::new(m, &v3);
     let times = KernelTimes::new(m, &v3);
     let mut timed_after_first = 0;
+    let mut classes_after_first = 0;
     let mut cfgs = vec![CompilationConfig::default()];
     cfgs.extend(
         sample_layouts(&ev, Search::Random, configs, 3)
@@ -92,9 +93,16 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize, usize)
             assert!(after_first > 0, "{what}: nothing remembered");
             timed_after_first = times.len();
             assert!(timed_after_first > 0, "{what}: nothing timed");
+            classes_after_first = times.classes_len();
+            assert!(classes_after_first > 0, "{what}: no class timed");
         } else {
-            // the second pass found every small body: it kept none anew
+            // the second pass found every small body and every class: it kept none anew
             assert_eq!(times.len(), timed_after_first, "{what}: bodies timed");
+            assert_eq!(
+                times.classes_len(),
+                classes_after_first,
+                "{what}: classes timed"
+            );
         }
     }
     (lowered, memo.len(), times.len())
@@ -199,8 +207,8 @@ ENTRY e {
         .count();
     assert_eq!(fusions, 2);
     assert_eq!(memo.len(), fusions);
-    // nor are small bodies' times kept for it
-    assert!(times.is_empty());
+    // nor are small bodies' or classes' times kept for it
+    assert!(times.is_empty() && times.classes_len() == 0);
 }
 
 /// A memo made for another module is not used (its attribute addresses mean nothing
@@ -224,7 +232,7 @@ fn memo_of_another_module_is_ignored() {
         timed_ns(&prepared, &cfg, &times).unwrap().to_bits(),
         plain.total_ns(&v3).unwrap().to_bits()
     );
-    assert!(times.is_empty());
+    assert!(times.is_empty() && times.classes_len() == 0);
 }
 
 /// The memo names a laid-out shape by its id (the address of the input shape it lays

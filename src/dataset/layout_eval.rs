@@ -233,9 +233,10 @@ pub fn remembered_ns(
 }
 
 /// [`recompiled_ns`] on `times`' target, with the small kernel bodies whose times
-/// `times` keeps costed by them instead of lowered and evaluated again, and the times
-/// of the new ones kept (`kernels::memo::KernelTimes`: a kept time is the time of a
-/// kernel lowered from an equal body): the same runtime, to the bit
+/// `times` keeps costed by them instead of lowered and evaluated again, the kernel
+/// classes it keeps costed without being evaluated again, and the times of the new ones
+/// kept (`kernels::memo::KernelTimes`: a kept time is the time of a kernel lowered from
+/// an equal body, or of one of the same structure): the same runtime, to the bit
 /// (`tests/kernel_memo.rs`).
 pub fn timed_ns(
     prepared: &PreparedModule,

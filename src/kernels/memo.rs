@@ -189,29 +189,67 @@ impl KernelMemo {
 /// its whole content, as the memo keys it (compared in full), and keeps its kernel's
 /// time under its default tile alone (`None`: the body is no kernel), a few dozen
 /// bytes where the memo keeps the kernel. Such bodies recur across configurations: a
-/// copy is its tensor and its two layouts.
+/// copy is its tensor and its two layouts. It also keeps the time of each kernel class
+/// lowered from the other bodies, under the class's structure key
+/// ([`super::program::structure_key`]: what the cost model reads of a kernel, compared
+/// in full), since a bigger kernel's lowered structure recurs more often than its body.
 ///
 /// `Sync`: one table serves every thread costing configurations of its module.
 pub struct KernelTimes {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
     target: TpuTarget,
-    shards: Vec<Mutex<TimeShard>>,
+    /// Times of small bodies, by body key ([`KernelTimes::key`]).
+    bodies: Vec<Mutex<Generations<Option<f64>>>>,
+    /// Times of the kernel classes lowered, by structure key
+    /// ([`super::program::structure_key`]).
+    classes: Vec<Mutex<Generations<f64>>>,
     /// Bodies a shard's generation keeps at most; when the young one is full, the old
     /// one is forgotten and the young one becomes old (a bound on memory, not on
     /// correctness), so that the bodies found again stay.
     per_generation: usize,
+    /// The same for the classes.
+    per_class_generation: usize,
 }
 
-type TimeMap = HashMap<Box<[u8]>, Option<f64>, foldhash::fast::FixedState>;
+/// One shard of a [`KernelTimes`] table: the values kept since the young generation
+/// began, and those of the generation before, which a key leaves for the young one when
+/// it is found again, and which is forgotten when the young one is full.
+struct Generations<V> {
+    young: HashMap<Box<[u8]>, V, foldhash::fast::FixedState>,
+    old: HashMap<Box<[u8]>, V, foldhash::fast::FixedState>,
+}
 
-/// One shard of a [`KernelTimes`]: the bodies kept since the young generation began,
-/// and those of the generation before, which a body leaves for the young one when it is
-/// found again, and which is forgotten when the young one is full.
-#[derive(Default)]
-struct TimeShard {
-    young: TimeMap,
-    old: TimeMap,
+impl<V> Default for Generations<V> {
+    fn default() -> Self {
+        Generations {
+            young: HashMap::default(),
+            old: HashMap::default(),
+        }
+    }
+}
+
+impl<V: Copy> Generations<V> {
+    /// The value kept under `key` (moved to the young generation when old).
+    fn get(&mut self, key: &[u8], per_generation: usize) -> Option<V> {
+        if let Some(&v) = self.young.get(key) {
+            return Some(v);
+        }
+        let (k, v) = self.old.remove_entry(key)?;
+        self.keep(k, v, per_generation);
+        Some(v)
+    }
+
+    fn keep(&mut self, key: Box<[u8]>, v: V, per_generation: usize) {
+        if self.young.len() >= per_generation {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(key, v);
+    }
+
+    fn len(&self) -> usize {
+        self.young.len() + self.old.len()
+    }
 }
 
 impl KernelTimes {
@@ -219,16 +257,18 @@ impl KernelTimes {
     pub const MAX_BODY: usize = 8;
 
     /// An empty table for the compilations of `module` on `target`; it keeps up to
-    /// about 524,288 bodies (two generations of 262,144; a few hundred bytes each).
+    /// about 524,288 bodies (two generations of 262,144; a few hundred bytes each) and
+    /// 262,144 classes (two generations of 131,072; about 200 bytes each).
     pub fn new(module: &Module, target: &TpuTarget) -> Self {
         let generation: usize = 1 << 18;
+        let class_generation: usize = 1 << 17;
         KernelTimes {
             module: module_id(module),
             target: target.clone(),
-            shards: (0..SHARDS)
-                .map(|_| Mutex::new(TimeShard::default()))
-                .collect(),
+            bodies: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            classes: (0..SHARDS).map(|_| Mutex::default()).collect(),
             per_generation: generation.div_ceil(SHARDS),
+            per_class_generation: class_generation.div_ceil(SHARDS),
         }
     }
 
@@ -244,9 +284,17 @@ impl KernelTimes {
 
     /// Bodies kept now.
     pub fn len(&self) -> usize {
-        self.shards
+        self.bodies
             .iter()
-            .map(|s| s.lock().map(|s| s.young.len() + s.old.len()).unwrap_or(0))
+            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
+            .sum()
+    }
+
+    /// Kernel classes kept now.
+    pub fn classes_len(&self) -> usize {
+        self.classes
+            .iter()
+            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
             .sum()
     }
 
@@ -260,34 +308,32 @@ impl KernelTimes {
         body.instrs.len() <= Self::MAX_BODY && body_key(body, key)
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<TimeShard> {
-        &self.shards[shard_of(key)]
-    }
-
     /// The time kept for the body keyed `key` ([`KernelTimes::key`]): `Some(None)` for a
     /// body that is no kernel, `None` when the table has no entry.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<f64>> {
-        let mut s = self.shard(key).lock().ok()?;
-        if let Some(&t) = s.young.get(key) {
-            return Some(t);
-        }
-        let (k, t) = s.old.remove_entry(key)?;
-        self.keep(&mut s, k, t);
-        Some(t)
+        let mut s = self.bodies[shard_of(key)].lock().ok()?;
+        s.get(key, self.per_generation)
     }
 
     /// Keep `time` for the body keyed `key`.
     pub(crate) fn insert(&self, key: &[u8], time: Option<f64>) {
-        if let Ok(mut s) = self.shard(key).lock() {
-            self.keep(&mut s, key.into(), time);
+        if let Ok(mut s) = self.bodies[shard_of(key)].lock() {
+            s.keep(key.into(), time, self.per_generation);
         }
     }
 
-    fn keep(&self, s: &mut TimeShard, key: Box<[u8]>, time: Option<f64>) {
-        if s.young.len() >= self.per_generation {
-            s.old = std::mem::take(&mut s.young);
+    /// The default-tile time kept for the kernel class keyed `key`
+    /// ([`super::program::structure_key`]).
+    pub(crate) fn class_time(&self, key: &[u8]) -> Option<f64> {
+        let mut s = self.classes[shard_of(key)].lock().ok()?;
+        s.get(key, self.per_class_generation)
+    }
+
+    /// Keep `time` for the kernel class keyed `key`.
+    pub(crate) fn keep_class(&self, key: &[u8], time: f64) {
+        if let Ok(mut s) = self.classes[shard_of(key)].lock() {
+            s.keep(key.into(), time, self.per_class_generation);
         }
-        s.young.insert(key, time);
     }
 }
 

@@ -239,11 +239,12 @@ fn sums_kernels(c: &crate::passes::CompiledBodies<'_>) -> bool {
 /// bodies whose times `times` keeps costed by those times, without being lowered or
 /// evaluated again, and the times of the new ones kept there. A straight-line program's
 /// estimate is the sum of its kernels' times in order: the other kernels are lowered
-/// and grouped into classes as [`LoweredProgram::lower`] groups them, each class
-/// evaluated once, and every kernel's time is added in program order, the kept ones
-/// among them — the same sum of the same times in the same order, to the bit (a kept
-/// time is the time of a kernel that lowered from an equal body); the same first
-/// error (a kept body lowered and evaluated without one). A program with loops or
+/// and grouped into classes as [`LoweredProgram::lower`] groups them, each class's time
+/// taken from `times` under its [`structure_key`] or evaluated once (and kept), and
+/// every kernel's time is added in program order, the kept ones among them — the same
+/// sum of the same times in the same order, to the bit (a kept time is the time of a
+/// kernel that lowered from an equal body, or of a kernel of the same structure); the
+/// same first error (a kept body or class was evaluated without one). A program with loops or
 /// conditionals, or with tiles the configuration sets, is costed through the program.
 pub(crate) fn timed_total_ns(
     prepared: &PreparedModule,
@@ -299,9 +300,21 @@ pub(crate) fn timed_total_ns(
         });
     }
     let program = LoweredProgram::assemble(kernels, nodes, Vec::new(), None);
+    // Each class's time: kept under its structure key, or evaluated now (and kept).
     let totals: Vec<f64> = program
-        .class_evals(target, |e| e.total_ns)
-        .collect::<Result<_, _>>()?;
+        .classes
+        .iter()
+        .map(|&rep| {
+            let k = &program.kernels[rep].lowered;
+            structure_key(k, &mut key);
+            if let Some(t) = times.class_time(&key) {
+                return Ok(t);
+            }
+            let t = eval_kept(k, target, None)?.total_ns;
+            times.keep_class(&key, t);
+            Ok(t)
+        })
+        .collect::<Result<_, ProgramError>>()?;
     let mut total = 0.0;
     for t in &order {
         total += match *t {
@@ -615,6 +628,143 @@ fn same_structure(a: &LoweredKernel, b: &LoweredKernel) -> bool {
         && transcendentals.to_bits() == y.transcendentals.to_bits()
         && flops.to_bits() == y.flops.to_bits()
         && a.side_outputs == b.side_outputs
+}
+
+/// Everything [`same_structure`] compares of `k`, as bytes, into `out` (cleared first):
+/// kernels with equal keys have the same structure (their floats equal bit for bit), so
+/// they cost the same on any target and tile. Every list is prefixed by its length and
+/// every enum by its variant, so that equal bytes are equal values. Destructured like
+/// [`same_structure`], so that a new field must be considered here too.
+pub(crate) fn structure_key(k: &LoweredKernel, out: &mut Vec<u8>) {
+    use crate::tpu::kernel::{
+        DimMap, InputDesc, MxuSpec, OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc,
+        VpuWork,
+    };
+    struct Key<'a>(&'a mut Vec<u8>);
+    impl Key<'_> {
+        fn u(&mut self, mut x: u64) {
+            while x >= 0x80 {
+                self.0.push(x as u8 | 0x80);
+                x >>= 7;
+            }
+            self.0.push(x as u8);
+        }
+        fn i(&mut self, x: i64) {
+            self.u(((x << 1) ^ (x >> 63)) as u64);
+        }
+        fn f(&mut self, x: f64) {
+            self.0.extend_from_slice(&x.to_bits().to_le_bytes());
+        }
+        fn tensor(&mut self, t: &TensorDesc) {
+            let TensorDesc {
+                dims,
+                elem_bits,
+                elem,
+            } = t;
+            self.u(dims.len() as u64);
+            for &d in dims {
+                self.i(d);
+            }
+            self.u(u64::from(*elem_bits));
+            self.i(i64::from(*elem as i32));
+        }
+        fn ops(&mut self, o: &OpCounts) {
+            let OpCounts {
+                cheap,
+                medium,
+                expensive,
+            } = *o;
+            self.f(cheap);
+            self.f(medium);
+            self.f(expensive);
+        }
+    }
+    let KernelDesc {
+        name: _,
+        kind,
+        output,
+        reduction_dims,
+        inputs,
+        kernel_operand,
+        vpu,
+        transcendentals,
+        flops,
+    } = k.desc();
+    out.clear();
+    let mut w = Key(out);
+    match kind {
+        KernelKind::Mxu(MxuSpec { roles, precision }) => {
+            w.u(0);
+            w.u(roles.len() as u64);
+            for &r in roles {
+                w.u(r as u64);
+            }
+            w.u(*precision as u64);
+        }
+        KernelKind::Elementwise => w.u(1),
+        KernelKind::Reduction => w.u(2),
+        KernelKind::CopyTranspose => w.u(3),
+        KernelKind::Other => w.u(4),
+    }
+    w.tensor(output);
+    w.u(reduction_dims.len() as u64);
+    for &ReductionDim { size, kind } in reduction_dims {
+        w.i(size);
+        match kind {
+            ReductionKind::Contraction => w.u(0),
+            ReductionKind::Window => w.u(1),
+            ReductionKind::Reduce(ReduceAxis::Lanes) => w.u(2),
+            ReductionKind::Reduce(ReduceAxis::Sublanes) => w.u(3),
+            ReductionKind::Reduce(ReduceAxis::Major) => w.u(4),
+        }
+    }
+    w.u(inputs.len() as u64);
+    for InputDesc { tensor, dims } in inputs {
+        w.tensor(tensor);
+        w.u(dims.len() as u64);
+        for &m in dims {
+            match m {
+                DimMap::Iter(d) => {
+                    w.u(0);
+                    w.u(d as u64);
+                }
+                DimMap::Window {
+                    out,
+                    win,
+                    stride,
+                    dilation,
+                } => {
+                    w.u(1);
+                    w.u(out as u64);
+                    w.u(win as u64);
+                    w.i(stride);
+                    w.i(dilation);
+                }
+                DimMap::Full => w.u(2),
+                DimMap::Outer { iter, inner } => {
+                    w.u(3);
+                    w.u(iter as u64);
+                    w.i(inner);
+                }
+            }
+        }
+    }
+    match kernel_operand {
+        None => w.u(0),
+        Some(o) => w.u(*o as u64 + 1),
+    }
+    let VpuWork {
+        per_output_element,
+        per_reduction_point,
+    } = vpu;
+    w.ops(per_output_element);
+    w.ops(per_reduction_point);
+    w.f(*transcendentals);
+    w.f(*flops);
+    w.u(k.side_outputs.len() as u64);
+    for t in &k.side_outputs {
+        w.tensor(t);
+    }
 }
 
 /// Hash of a few fields of [`same_structure`] (kernels that hash apart differ).
@@ -1353,4 +1503,64 @@ pub fn find_kernel(
         return Ok((ci, id, k));
     }
     Err(ProgramError::UnknownKernel(kernel_name.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::generate::{sample_layouts, Search};
+    use crate::dataset::layout_eval::LayoutEvaluator;
+
+    /// Two kernels have equal structure keys exactly when they share a class (the
+    /// program groups its kernels by [`same_structure`]): over the default and random
+    /// layout configurations of two sample models.
+    #[test]
+    fn structure_keys_name_the_classes() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples");
+        for (name, configs) in [
+            ("resnet18_infer_b8.hlo", 3),
+            ("bert_base_infer_b8s128.hlo", 2),
+        ] {
+            let p = dir.join(name);
+            let text = std::fs::read_to_string(&p).unwrap();
+            let m = crate::hlo::parse_module(&p.display().to_string(), &text).unwrap();
+            let v3 = TpuTarget::v3();
+            let ev = LayoutEvaluator::new(&m, &v3);
+            let prepared = PreparedModule::new(&m).unwrap();
+            // kernels that share a class with an earlier one
+            let mut shared = 0;
+            let mut cfgs = vec![CompilationConfig::default()];
+            cfgs.extend(
+                sample_layouts(&ev, Search::Random, configs, 7)
+                    .iter()
+                    .map(|c| ev.compilation_config(c)),
+            );
+            for (c, cfg) in cfgs.iter().enumerate() {
+                let program = compile_program(&prepared, cfg).unwrap().program;
+                let keys: Vec<Vec<u8>> = program
+                    .kernels
+                    .iter()
+                    .map(|k| {
+                        let mut key = Vec::new();
+                        structure_key(&k.lowered, &mut key);
+                        key
+                    })
+                    .collect();
+                let ks = &program.kernels;
+                shared += ks.len() - program.classes.len();
+                for i in 0..ks.len() {
+                    for j in 0..ks.len() {
+                        assert_eq!(
+                            keys[i] == keys[j],
+                            ks[i].class == ks[j].class,
+                            "{name}, config {c}: kernels {} and {}",
+                            ks[i].lowered.desc().name,
+                            ks[j].lowered.desc().name
+                        );
+                    }
+                }
+            }
+            assert!(shared > 0, "{name}: no kernels share a class");
+        }
+    }
 }
