@@ -301,17 +301,14 @@ pub(crate) fn timed_total_ns(
     }
     let program = LoweredProgram::assemble(kernels, nodes, Vec::new(), None);
     // Each class's time: kept under its structure key, or evaluated now (and kept).
-    let totals: Vec<f64> = program
-        .classes
-        .iter()
-        .map(|&rep| {
-            let k = &program.kernels[rep].lowered;
-            structure_key(k, &mut key);
-            if let Some(t) = times.class_time(&key) {
+    let totals: Vec<f64> = (0..program.classes.len())
+        .map(|c| {
+            let key = program.class_key(c);
+            if let Some(t) = times.class_time(key) {
                 return Ok(t);
             }
-            let t = eval_kept(k, target, None)?.total_ns;
-            times.keep_class(&key, t);
+            let t = eval_kept(&program.kernels[program.classes[c]].lowered, target, None)?.total_ns;
+            times.keep_class(key, t);
             Ok(t)
         })
         .collect::<Result<_, ProgramError>>()?;
@@ -451,8 +448,12 @@ pub struct LoweredProgram {
     /// Kernels in program order (a computation called from several places
     /// is lowered once and appears once).
     pub kernels: Vec<ProgramKernel>,
-    /// One representative kernel index per structurally identical class.
+    /// One representative kernel index per class: kernels of equal [`structure_key`].
     classes: Vec<usize>,
+    /// The classes' structure keys, one after another; `class_keys[c]` is the span of
+    /// class `c`'s.
+    keys: Vec<u8>,
+    class_keys: Vec<(usize, usize)>,
     nodes: Vec<Node>,
     /// Kernel indices by kernel name, made when first asked for (costing a
     /// configuration without tile overrides never looks a kernel up by name).
@@ -603,38 +604,13 @@ impl Walker<'_> {
     }
 }
 
-/// Do two kernels cost the same on any target and tile (their descriptions equal but
-/// for the name, and the same side outputs)? Destructured so that a new field of
-/// `KernelDesc` must be considered here.
-fn same_structure(a: &LoweredKernel, b: &LoweredKernel) -> bool {
-    let KernelDesc {
-        name: _,
-        kind,
-        output,
-        reduction_dims,
-        inputs,
-        kernel_operand,
-        vpu,
-        transcendentals,
-        flops,
-    } = a.desc();
-    let y = b.desc();
-    *kind == y.kind
-        && *output == y.output
-        && *reduction_dims == y.reduction_dims
-        && *inputs == y.inputs
-        && *kernel_operand == y.kernel_operand
-        && *vpu == y.vpu
-        && transcendentals.to_bits() == y.transcendentals.to_bits()
-        && flops.to_bits() == y.flops.to_bits()
-        && a.side_outputs == b.side_outputs
-}
-
-/// Everything [`same_structure`] compares of `k`, as bytes, into `out` (cleared first):
-/// kernels with equal keys have the same structure (their floats equal bit for bit), so
-/// they cost the same on any target and tile. Every list is prefixed by its length and
-/// every enum by its variant, so that equal bytes are equal values. Destructured like
-/// [`same_structure`], so that a new field must be considered here too.
+/// The structure of kernel `k` as bytes, into `out` (cleared first): everything the cost
+/// model reads of it, its description but the name and its side outputs. Kernels with
+/// equal keys cost the same on any target and tile: they make one class of a program
+/// ([`LoweredProgram`]), and one entry of the random search's table of class times
+/// ([`KernelTimes`]). Every list is prefixed by its length, every enum by its variant
+/// and every float is written bit for bit, so that equal bytes are equal values.
+/// Destructured, so that a new field of `KernelDesc` must be considered here.
 pub(crate) fn structure_key(k: &LoweredKernel, out: &mut Vec<u8>) {
     use crate::tpu::kernel::{
         DimMap, InputDesc, MxuSpec, OpCounts, ReduceAxis, ReductionDim, ReductionKind, TensorDesc,
@@ -767,22 +743,6 @@ pub(crate) fn structure_key(k: &LoweredKernel, out: &mut Vec<u8>) {
     }
 }
 
-/// Hash of a few fields of [`same_structure`] (kernels that hash apart differ).
-fn structure_hash(k: &LoweredKernel) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    let d = k.desc();
-    let mut h = foldhash::fast::FixedState::default().build_hasher();
-    d.output.dims.hash(&mut h);
-    d.output.elem_bits.hash(&mut h);
-    for i in &d.inputs {
-        i.tensor.dims.hash(&mut h);
-    }
-    d.reduction_dims.len().hash(&mut h);
-    d.flops.to_bits().hash(&mut h);
-    k.side_outputs.len().hash(&mut h);
-    h.finish()
-}
-
 fn kind_name(k: &KernelKind) -> &'static str {
     match k {
         KernelKind::Mxu(_) => "Mxu",
@@ -874,20 +834,28 @@ impl LoweredProgram {
         loops: Vec<(String, u64, TripSource)>,
         memo_target: Option<Arc<TpuTarget>>,
     ) -> Self {
+        use std::hash::BuildHasher;
         let mut classes: Vec<usize> = Vec::new();
-        // Structure hash → classes with that hash (looked up, never iterated).
+        let mut keys: Vec<u8> = Vec::new();
+        let mut class_keys: Vec<(usize, usize)> = Vec::new();
+        let mut key = Vec::new();
+        let hasher = foldhash::fast::FixedState::default();
+        // Key hash → classes with that hash (looked up, never iterated).
         let mut seen: HashMap<u64, smallvec::SmallVec<[usize; 2]>, foldhash::fast::FixedState> =
             HashMap::with_capacity_and_hasher(kernels.len(), Default::default());
-        for i in 0..kernels.len() {
-            let bucket = seen.entry(structure_hash(&kernels[i].lowered)).or_default();
-            let found = bucket
-                .iter()
-                .copied()
-                .find(|&c| same_structure(&kernels[classes[c]].lowered, &kernels[i].lowered));
-            kernels[i].class = match found {
+        for (i, k) in kernels.iter_mut().enumerate() {
+            structure_key(&k.lowered, &mut key);
+            let bucket = seen.entry(hasher.hash_one(&key[..])).or_default();
+            let found = bucket.iter().copied().find(|&c| {
+                let (at, len) = class_keys[c];
+                keys[at..at + len] == key[..]
+            });
+            k.class = match found {
                 Some(c) => c,
                 None => {
                     classes.push(i);
+                    class_keys.push((keys.len(), key.len()));
+                    keys.extend_from_slice(&key);
                     bucket.push(classes.len() - 1);
                     classes.len() - 1
                 }
@@ -896,6 +864,8 @@ impl LoweredProgram {
         Self {
             kernels,
             classes,
+            keys,
+            class_keys,
             nodes,
             by_name: OnceLock::new(),
             loops,
@@ -920,6 +890,12 @@ impl LoweredProgram {
     /// Number of structurally distinct kernels (evaluated once per call).
     pub fn distinct_kernels(&self) -> usize {
         self.classes.len()
+    }
+
+    /// The [`structure_key`] of class `c`'s kernels.
+    fn class_key(&self, c: usize) -> &[u8] {
+        let (at, len) = self.class_keys[c];
+        &self.keys[at..at + len]
     }
 
     /// Index of the kernel named `name`.
@@ -1511,9 +1487,17 @@ mod tests {
     use crate::dataset::generate::{sample_layouts, Search};
     use crate::dataset::layout_eval::LayoutEvaluator;
 
-    /// Two kernels have equal structure keys exactly when they share a class (the
-    /// program groups its kernels by [`same_structure`]): over the default and random
-    /// layout configurations of two sample models.
+    /// What a kernel's structure key stands for: its description but the name, and its
+    /// side outputs, compared as values.
+    fn structure(k: &LoweredKernel) -> (KernelDesc, Vec<crate::tpu::kernel::TensorDesc>) {
+        let mut d = k.desc().clone();
+        d.name = Default::default();
+        (d, k.side_outputs.clone())
+    }
+
+    /// Two kernels have equal structure keys (and so share a class) exactly when their
+    /// descriptions but the name, and their side outputs, are equal: over the default
+    /// and random layout configurations of two sample models.
     #[test]
     fn structure_keys_name_the_classes() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("hlo_samples");
@@ -1548,11 +1532,13 @@ mod tests {
                     .collect();
                 let ks = &program.kernels;
                 shared += ks.len() - program.classes.len();
+                let structures: Vec<_> = ks.iter().map(|k| structure(&k.lowered)).collect();
                 for i in 0..ks.len() {
                     for j in 0..ks.len() {
-                        assert_eq!(
-                            keys[i] == keys[j],
-                            ks[i].class == ks[j].class,
+                        let same = keys[i] == keys[j];
+                        assert!(
+                            same == (structures[i] == structures[j])
+                                && same == (ks[i].class == ks[j].class),
                             "{name}, config {c}: kernels {} and {}",
                             ks[i].lowered.desc().name,
                             ks[j].lowered.desc().name
