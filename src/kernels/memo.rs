@@ -41,6 +41,14 @@ fn shard_of(key: &[u8]) -> usize {
     (hash as usize) % SHARDS
 }
 
+/// What the shards of a table hold in all (`len` of each; a poisoned shard counts 0).
+fn held<S>(shards: &[Mutex<S>], len: impl Fn(&S) -> usize) -> usize {
+    shards
+        .iter()
+        .map(|s| s.lock().map(|s| len(&s)).unwrap_or(0))
+        .sum()
+}
+
 /// Kernels remembered for one module and one target (see the module documentation).
 pub struct KernelMemo {
     /// Identity of the module the bodies' attributes point into.
@@ -108,10 +116,7 @@ impl KernelMemo {
 
     /// Kernel bodies remembered now.
     pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
-            .sum()
+        held(&self.shards, HashMap::len)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -284,18 +289,12 @@ impl KernelTimes {
 
     /// Bodies kept now.
     pub fn len(&self) -> usize {
-        self.bodies
-            .iter()
-            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
-            .sum()
+        held(&self.bodies, Generations::len)
     }
 
     /// Kernel classes kept now.
     pub fn classes_len(&self) -> usize {
-        self.classes
-            .iter()
-            .map(|s| s.lock().map(|s| s.len()).unwrap_or(0))
-            .sum()
+        held(&self.classes, Generations::len)
     }
 
     pub fn is_empty(&self) -> bool {
