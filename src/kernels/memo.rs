@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::kept::Kept;
 use super::lower::{lower_body, lower_body_at, LowerError, LoweredKernel};
 use crate::ir::{Attrs, Module};
 use crate::passes::kernel::{BodyAttrs, KernelBody};
@@ -204,57 +205,11 @@ pub struct KernelTimes {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
     target: TpuTarget,
-    /// Times of small bodies, by body key ([`KernelTimes::key`]).
-    bodies: Vec<Mutex<Generations<Option<f64>>>>,
+    /// Times of small bodies, by body key ([`KernelTimes::append_key`]).
+    bodies: Mutex<Kept<Option<f64>>>,
     /// Times of the kernel classes lowered, by structure key
     /// ([`super::program::structure_key`]).
-    classes: Vec<Mutex<Generations<f64>>>,
-    /// Bodies a shard's generation keeps at most; when the young one is full, the old
-    /// one is forgotten and the young one becomes old (a bound on memory, not on
-    /// correctness), so that the bodies found again stay.
-    per_generation: usize,
-    /// The same for the classes.
-    per_class_generation: usize,
-}
-
-/// One shard of a [`KernelTimes`] table: the values kept since the young generation
-/// began, and those of the generation before, which a key leaves for the young one when
-/// it is found again, and which is forgotten when the young one is full.
-struct Generations<V> {
-    young: HashMap<Box<[u8]>, V, foldhash::fast::FixedState>,
-    old: HashMap<Box<[u8]>, V, foldhash::fast::FixedState>,
-}
-
-impl<V> Default for Generations<V> {
-    fn default() -> Self {
-        Generations {
-            young: HashMap::default(),
-            old: HashMap::default(),
-        }
-    }
-}
-
-impl<V: Copy> Generations<V> {
-    /// The value kept under `key` (moved to the young generation when old).
-    fn get(&mut self, key: &[u8], per_generation: usize) -> Option<V> {
-        if let Some(&v) = self.young.get(key) {
-            return Some(v);
-        }
-        let (k, v) = self.old.remove_entry(key)?;
-        self.keep(k, v, per_generation);
-        Some(v)
-    }
-
-    fn keep(&mut self, key: Box<[u8]>, v: V, per_generation: usize) {
-        if self.young.len() >= per_generation {
-            self.old = std::mem::take(&mut self.young);
-        }
-        self.young.insert(key, v);
-    }
-
-    fn len(&self) -> usize {
-        self.young.len() + self.old.len()
-    }
+    classes: Mutex<Kept<f64>>,
 }
 
 impl KernelTimes {
@@ -262,18 +217,14 @@ impl KernelTimes {
     pub const MAX_BODY: usize = 8;
 
     /// An empty table for the compilations of `module` on `target`; it keeps up to
-    /// about 524,288 bodies (two generations of 262,144; a few hundred bytes each) and
+    /// 524,288 bodies (two generations of 262,144; a few hundred bytes each) and
     /// 262,144 classes (two generations of 131,072; about 200 bytes each).
     pub fn new(module: &Module, target: &TpuTarget) -> Self {
-        let generation: usize = 1 << 18;
-        let class_generation: usize = 1 << 17;
         KernelTimes {
             module: module_id(module),
             target: target.clone(),
-            bodies: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            classes: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            per_generation: generation.div_ceil(SHARDS),
-            per_class_generation: class_generation.div_ceil(SHARDS),
+            bodies: Mutex::new(Kept::new(1 << 18)),
+            classes: Mutex::new(Kept::new(1 << 17)),
         }
     }
 
@@ -287,51 +238,65 @@ impl KernelTimes {
         self.module == module_id(module)
     }
 
-    /// Bodies kept now.
+    /// Bodies kept now (0 if a thread panicked holding the table).
     pub fn len(&self) -> usize {
-        held(&self.bodies, Generations::len)
+        self.bodies.lock().map(|t| t.len()).unwrap_or(0)
     }
 
-    /// Kernel classes kept now.
+    /// Kernel classes kept now (the same).
     pub fn classes_len(&self) -> usize {
-        held(&self.classes, Generations::len)
+        self.classes.lock().map(|t| t.len()).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The key of `body` into `key` when the table keeps bodies like it (small, and
-    /// keyed by the memo's rules).
-    pub(crate) fn key(body: KernelBody<'_>, key: &mut Vec<u8>) -> bool {
-        body.instrs.len() <= Self::MAX_BODY && body_key(body, key)
+    /// Appends the key of `body` to `keys` when the table keeps bodies like it (small,
+    /// and keyed by the memo's rules); else leaves `keys` as it was.
+    pub(crate) fn append_key(body: KernelBody<'_>, keys: &mut Vec<u8>) -> bool {
+        let at = keys.len();
+        if body.instrs.len() <= Self::MAX_BODY && write_body_key(body, keys) {
+            return true;
+        }
+        keys.truncate(at);
+        false
     }
 
-    /// The time kept for the body keyed `key` ([`KernelTimes::key`]): `Some(None)` for a
-    /// body that is no kernel, `None` when the table has no entry.
-    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<f64>> {
-        let mut s = self.bodies[shard_of(key)].lock().ok()?;
-        s.get(key, self.per_generation)
+    /// The times kept for the bodies keyed `keys` ([`KernelTimes::append_key`]), in
+    /// order, into `out`: `Some(None)` for a body that is no kernel, `None` when the
+    /// table has no entry. All at once, so that the lookups' cache misses overlap
+    /// ([`Kept::get_many`]).
+    pub(crate) fn get_many(&self, keys: &[&[u8]], out: &mut Vec<Option<Option<f64>>>) {
+        match self.bodies.lock() {
+            Ok(mut t) => t.get_many(keys, out),
+            Err(_) => out.clear(),
+        }
+        out.resize(keys.len(), None);
     }
 
     /// Keep `time` for the body keyed `key`.
     pub(crate) fn insert(&self, key: &[u8], time: Option<f64>) {
-        if let Ok(mut s) = self.bodies[shard_of(key)].lock() {
-            s.keep(key.into(), time, self.per_generation);
+        if let Ok(mut t) = self.bodies.lock() {
+            t.insert(key, time);
         }
     }
 
-    /// The default-tile time kept for the kernel class keyed `key`
-    /// ([`super::program::structure_key`]).
-    pub(crate) fn class_time(&self, key: &[u8]) -> Option<f64> {
-        let mut s = self.classes[shard_of(key)].lock().ok()?;
-        s.get(key, self.per_class_generation)
+    /// The default-tile times kept for the kernel classes keyed `keys`
+    /// ([`super::program::structure_key`]), in order, into `out` (as
+    /// [`KernelTimes::get_many`]).
+    pub(crate) fn class_times(&self, keys: &[&[u8]], out: &mut Vec<Option<f64>>) {
+        match self.classes.lock() {
+            Ok(mut t) => t.get_many(keys, out),
+            Err(_) => out.clear(),
+        }
+        out.resize(keys.len(), None);
     }
 
     /// Keep `time` for the kernel class keyed `key`.
     pub(crate) fn keep_class(&self, key: &[u8], time: f64) {
-        if let Ok(mut s) = self.classes[shard_of(key)].lock() {
-            s.keep(key.into(), time, self.per_class_generation);
+        if let Ok(mut t) = self.classes.lock() {
+            t.insert(key, time);
         }
     }
 }
@@ -399,6 +364,11 @@ fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, out: &mut Vec<u8>) {
 /// time.
 fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
     out.clear();
+    write_body_key(body, out)
+}
+
+/// [`body_key`] appended to `out` (on false, `out` holds part of a key).
+fn write_body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&body.root.to_le_bytes());
     out.extend_from_slice(&body.leaves.to_le_bytes());
     out.push(body.single as u8);

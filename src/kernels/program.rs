@@ -263,15 +263,34 @@ pub(crate) fn timed_total_ns(
         Kept(f64),
         Class(usize, Option<(usize, usize)>),
     }
-    let mut key = Vec::new();
+    // The small bodies' keys, one after another, and each kernel's span among them;
+    // looked up together.
     let mut keys: Vec<u8> = Vec::new();
+    let spans: Vec<Option<(usize, usize)>> = c
+        .bodies
+        .iter()
+        .map(|body| {
+            let at = keys.len();
+            KernelTimes::append_key(body, &mut keys).then(|| (at, keys.len() - at))
+        })
+        .collect();
+    let found = {
+        let batch: Vec<&[u8]> = spans
+            .iter()
+            .flatten()
+            .map(|&(at, len)| &keys[at..at + len])
+            .collect();
+        let mut found = Vec::with_capacity(batch.len());
+        times.get_many(&batch, &mut found);
+        found
+    };
+    let mut found = found.into_iter();
     let mut order = Vec::with_capacity(c.kernels.len());
     let mut kernels = Vec::with_capacity(c.kernels.len());
     let mut nodes = Vec::with_capacity(c.kernels.len());
-    for (k, body) in c.kernels.iter().zip(c.bodies.iter()) {
-        let keyed = KernelTimes::key(body, &mut key);
-        if keyed {
-            match times.get(&key) {
+    for ((k, body), &span) in c.kernels.iter().zip(c.bodies.iter()).zip(&spans) {
+        if span.is_some() {
+            match found.next().flatten() {
                 Some(Some(t)) => {
                     order.push(Time::Kept(t));
                     continue;
@@ -281,15 +300,11 @@ pub(crate) fn timed_total_ns(
             }
         }
         let Some(kernel) = lower_body(module, body, &k.name)? else {
-            if keyed {
-                times.insert(&key, None);
+            if let Some((at, len)) = span {
+                times.insert(&keys[at..at + len], None);
             }
             continue;
         };
-        let span = keyed.then(|| {
-            keys.extend_from_slice(&key);
-            (keys.len() - key.len(), key.len())
-        });
         order.push(Time::Class(kernels.len(), span));
         nodes.push(Node::Kernel(kernels.len()));
         kernels.push(ProgramKernel {
@@ -301,10 +316,17 @@ pub(crate) fn timed_total_ns(
     }
     let program = LoweredProgram::assemble(kernels, nodes, Vec::new(), None);
     // Each class's time: kept under its structure key, or evaluated now (and kept).
-    let totals: Vec<f64> = (0..program.classes.len())
-        .map(|c| {
-            let key = program.class_key(c);
-            if let Some(t) = times.class_time(key) {
+    let class_keys: Vec<&[u8]> = (0..program.classes.len())
+        .map(|c| program.class_key(c))
+        .collect();
+    let mut kept = Vec::with_capacity(class_keys.len());
+    times.class_times(&class_keys, &mut kept);
+    let totals: Vec<f64> = kept
+        .iter()
+        .zip(&class_keys)
+        .enumerate()
+        .map(|(c, (&t, key))| {
+            if let Some(t) = t {
                 return Ok(t);
             }
             let t = eval_kept(&program.kernels[program.classes[c]].lowered, target, None)?.total_ns;
