@@ -8,7 +8,7 @@
 //! for every candidate key, then compares: the misses of the batch overlap.
 //!
 //! Each generation is an open-addressing table (linear probing, at most half full) of
-//! slots holding a key's 64-bit hash, its span in the generation's byte arena and its
+//! slots holding a key's 64-bit hash, where its bytes are in the generation's arena and its
 //! value. A hash only points at a candidate: a key is found when its bytes equal the
 //! stored key's. When the young generation is full the old one is forgotten and the
 //! young one becomes old; a key found in the old one moves to the young one, so the keys
@@ -22,7 +22,7 @@ use std::num::NonZeroU64;
 struct Slot<V> {
     /// The key's hash with its lowest bit set.
     tag: NonZeroU64,
-    /// The key's span in the arena.
+    /// Where the key's bytes start: chunk `at >> CHUNK_BITS`, at `at & (CHUNK - 1)`.
     at: u32,
     len: u32,
     value: V,
@@ -31,9 +31,15 @@ struct Slot<V> {
 /// One generation: slots and the bytes of their keys.
 struct Generation<V> {
     slots: Vec<Option<Slot<V>>>,
-    arena: Vec<u8>,
+    /// The keys' bytes, in chunks of [`CHUNK`] bytes allocated whole (a key never
+    /// spans two): a growing arena would copy itself, twice its size for a moment.
+    arena: Vec<Vec<u8>>,
     len: usize,
 }
+
+const CHUNK_BITS: u32 = 20;
+/// Bytes of an arena chunk (and of a key at most: a longer one is not kept).
+const CHUNK: usize = 1 << CHUNK_BITS;
 
 impl<V: Copy> Generation<V> {
     fn new(slots: usize) -> Self {
@@ -49,7 +55,8 @@ impl<V: Copy> Generation<V> {
     }
 
     fn key(&self, s: &Slot<V>) -> &[u8] {
-        &self.arena[s.at as usize..s.at as usize + s.len as usize]
+        let at = (s.at & (CHUNK as u32 - 1)) as usize;
+        &self.arena[(s.at >> CHUNK_BITS) as usize][at..at + s.len as usize]
     }
 
     /// The first slot from `home` on whose tag is `tag`, or none when an empty slot
@@ -94,14 +101,27 @@ impl<V: Copy> Generation<V> {
         }
     }
 
-    /// Whether `key` fits (the arena's offsets are 32-bit).
-    fn fits(&self, key: &[u8]) -> bool {
-        u32::try_from(self.arena.len() + key.len()).is_ok()
+    /// Where `key`'s bytes would go ([`Slot::at`]): at the end of the last chunk, or at
+    /// the start of a new one; none when the arena is full (2^32 bytes).
+    fn room(&self, key: &[u8]) -> Option<u32> {
+        match self.arena.last() {
+            Some(c) if c.len() + key.len() <= CHUNK => {
+                Some(((self.arena.len() - 1) << CHUNK_BITS | c.len()) as u32)
+            }
+            _ => (self.arena.len() < 1 << (32 - CHUNK_BITS))
+                .then_some((self.arena.len() << CHUNK_BITS) as u32),
+        }
     }
 
-    /// Keeps `value` under `key` (not kept yet: the caller looked it up), with twice
-    /// the slots first when half of them are taken.
-    fn put(&mut self, home: usize, tag: NonZeroU64, key: &[u8], value: V) {
+    /// The address of the byte at `at` ([`Slot::at`]), to prefetch.
+    fn byte(&self, at: usize) -> *const u8 {
+        let c = &self.arena[at >> CHUNK_BITS];
+        c.as_ptr().wrapping_add(at & (CHUNK - 1))
+    }
+
+    /// Keeps `value` under `key` (not kept yet: the caller looked it up) at `at`
+    /// ([`Generation::room`]), with twice the slots first when half of them are taken.
+    fn put(&mut self, home: usize, tag: NonZeroU64, key: &[u8], at: u32, value: V) {
         if 2 * (self.len + 1) > self.slots.len() {
             self.grow();
         }
@@ -112,11 +132,16 @@ impl<V: Copy> Generation<V> {
         }
         self.slots[i] = Some(Slot {
             tag,
-            at: self.arena.len() as u32,
+            at,
             len: key.len() as u32,
             value,
         });
-        self.arena.extend_from_slice(key);
+        if (at as usize) >> CHUNK_BITS == self.arena.len() {
+            self.arena.push(Vec::with_capacity(CHUNK));
+        }
+        if let Some(c) = self.arena.last_mut() {
+            c.extend_from_slice(key);
+        }
         self.len += 1;
     }
 }
@@ -205,7 +230,7 @@ impl<V: Copy> Kept<V> {
                 let gen = if g == 0 { &self.young } else { &self.old };
                 if let Some(s) = &gen.slots[i] {
                     for line in (0..s.len as usize).step_by(64) {
-                        prefetch(gen.arena.as_ptr().wrapping_add(s.at as usize + line));
+                        prefetch(gen.byte(s.at as usize + line));
                     }
                 }
             }
@@ -257,14 +282,18 @@ impl<V: Copy> Kept<V> {
 
     fn insert_hashed(&mut self, key: &[u8], hash: u64, value: V) {
         let (home, tag) = Self::place(hash);
-        if self.young.find(home, tag, key).is_some() {
+        if key.len() > CHUNK || self.young.find(home, tag, key).is_some() {
             return;
         }
-        if self.young.len >= self.per_generation || !self.young.fits(key) {
-            let fresh = Generation::new(Self::FIRST_SLOTS);
-            self.old = std::mem::replace(&mut self.young, fresh);
-        }
-        self.young.put(home, tag, key, value);
+        let at = match self.young.room(key) {
+            Some(at) if self.young.len < self.per_generation => at,
+            _ => {
+                let fresh = Generation::new(Self::FIRST_SLOTS);
+                self.old = std::mem::replace(&mut self.young, fresh);
+                0
+            }
+        };
+        self.young.put(home, tag, key, at, value);
     }
 }
 
@@ -329,20 +358,38 @@ mod tests {
         let home = Kept::<usize>::place(tag.get()).0;
         let mut g = Generation::new(8);
         for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
-            g.put(home, tag, *k, i);
+            let at = g.room(*k).expect("room");
+            g.put(home, tag, *k, at, i);
         }
         assert_eq!(g.find(home, tag, b"c"), Some(11 & g.mask()));
         assert_eq!(g.find(home, tag, b"d"), None);
         assert_eq!(g.candidate(home, tag), Some(9 & g.mask()));
         // the fifth key doubles the slots: each found again from its home
-        g.put(home, tag, b"d", 3);
+        g.put(home, tag, b"d", 3, 3);
         assert_eq!(g.slots.len(), 8);
-        g.put(home, tag, b"e", 4);
+        g.put(home, tag, b"e", 4, 4);
         assert_eq!(g.slots.len(), 16);
         for (i, k) in [b"a", b"b", b"c", b"d", b"e"].iter().enumerate() {
             let at = g.find(home, tag, *k).expect("kept");
             assert_eq!(g.slots[at].map(|s| s.value), Some(i));
         }
         assert_eq!(std::mem::size_of::<Option<Slot<Option<f64>>>>(), 32);
+    }
+
+    #[test]
+    fn keys_go_in_chunks_whole() {
+        let mut t = Kept::new(10);
+        let big = vec![7u8; CHUNK - 10];
+        t.insert(&big, 1);
+        // 20 bytes do not fit after it: they start the second chunk
+        t.insert(&[1; 20], 2);
+        assert_eq!(t.young.arena.len(), 2);
+        assert_eq!(t.young.arena[1].len(), 20);
+        // a key longer than a chunk is not kept
+        t.insert(&vec![0u8; CHUNK + 1], 3);
+        assert_eq!(t.len(), 2);
+        let mut out = Vec::new();
+        t.get_many(&[&big, &[1; 20], &[1; 19]], &mut out);
+        assert_eq!(out, vec![Some(1), Some(2), None]);
     }
 }
