@@ -172,37 +172,53 @@ struct Group {
     reductions: u32,
 }
 
+/// The fusion pass's state of one node, in one record: deciding a producer reads most
+/// of it, from one or two cache lines, where one vector a field took a line a field.
+#[derive(Clone, Copy)]
+struct NodeState {
+    /// Position in program order.
+    pos: u32,
+    /// The fusion grown from the node (`NONE`: none).
+    own_group: u32,
+    /// The last round of producer-consumer fusion that tried to absorb the node (a
+    /// count of its own, not `Fuser::stamp`).
+    tried: u32,
+    /// Kernels reading the node's standalone value (see [`Fuser`]).
+    ext: u32,
+    /// Number of fusions holding a clone of the node.
+    clones: u32,
+    /// `member == stamp`: the node is a member of the current fusion.
+    member: u32,
+    /// `input == stamp`: the node is an input of the current fusion.
+    input: u32,
+    /// `read == stamp`: some member of the current fusion reads the node, and
+    /// `read_flags` says how ([`READ_REUSED`], [`READ_IN_PLACE`]).
+    read: u32,
+    read_flags: u8,
+    /// Properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
+    flags: u8,
+    /// Is the node's value re-read on its way to the root of the fusion being grown?
+    reused: bool,
+    /// Can every user of the node take part in a fusion?
+    users_fusible: bool,
+    /// Is the node still a kernel of its own?
+    standalone: bool,
+}
+
 /// Fusion state. Only one fusion grows at a time (the *current* one); its members and
-/// inputs are marked with the current stamp so membership tests are O(1). `ext[x]`
-/// counts the kernels (standalone instructions or fusions) that read x's standalone
-/// value: x stays standalone while it is positive.
+/// inputs are marked with the current stamp so membership tests are O(1). `ext`
+/// counts the kernels (standalone instructions or fusions) that read a node's standalone
+/// value: it stays standalone while that is positive.
 struct Fuser<'f, 'a, 'c> {
     fc: &'f FComp<'a>,
     cfg: &'c ResolvedConfig,
-    pos: Vec<u32>,
-    standalone: Vec<bool>,
-    own_group: Vec<u32>,
+    /// Every node's state, by node.
+    st: Vec<NodeState>,
     groups: Vec<Group>,
-    tried: Vec<u32>,
     notes: Vec<String>,
     /// Recycled group buffers.
     pool: Vec<Group>,
-    /// Is the node's value re-read on its way to the root of the fusion being grown?
-    reused: Vec<bool>,
-    ext: Vec<u32>,
-    /// Number of fusions holding a clone of the node.
-    clones: Vec<u32>,
-    member: Vec<u32>,
-    input: Vec<u32>,
-    /// `read[x] == stamp`: some member of the current fusion reads x, and
-    /// `read_flags[x]` says how ([`READ_REUSED`], [`READ_IN_PLACE`]).
-    read: Vec<u32>,
-    read_flags: Vec<u8>,
     stamp: u32,
-    /// Can every user of the node take part in a fusion?
-    users_fusible: Vec<bool>,
-    /// Per-node properties (PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP).
-    flags: Vec<u8>,
     /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
     heap: BinaryHeap<u64>,
 }
@@ -210,30 +226,11 @@ struct Fuser<'f, 'a, 'c> {
 /// Work buffers of the fusion pass, kept between compilations (see `PreparedModule`).
 #[derive(Default)]
 pub(crate) struct FusionScratch {
-    pos: Vec<u32>,
-    own_group: Vec<u32>,
-    tried: Vec<u32>,
-    reused: Vec<bool>,
-    ext: Vec<u32>,
-    clones: Vec<u32>,
-    member: Vec<u32>,
-    input: Vec<u32>,
-    read: Vec<u32>,
-    read_flags: Vec<u8>,
-    users_fusible: Vec<bool>,
-    flags: Vec<u8>,
+    st: Vec<NodeState>,
     groups: Vec<Group>,
     pool: Vec<Group>,
     /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
     heap: BinaryHeap<u64>,
-}
-
-/// `std::mem::take(v)` refilled with n copies of x (keeps the allocation).
-fn filled<T: Clone>(v: &mut Vec<T>, n: usize, x: T) -> Vec<T> {
-    let mut v = std::mem::take(v);
-    v.clear();
-    v.resize(n, x);
-    v
 }
 
 const PRODUCER_OK: u8 = 1;
@@ -269,11 +266,11 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     }
 
     fn is_member(&self, x: u32) -> bool {
-        self.member[x as usize] == self.stamp
+        self.st[x as usize].member == self.stamp
     }
 
     fn is_input(&self, x: u32) -> bool {
-        self.input[x as usize] == self.stamp
+        self.st[x as usize].input == self.stamp
     }
 
     /// Make `g` the current fusion.
@@ -282,11 +279,11 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let s = self.stamp;
         let gr = &self.groups[g as usize];
         for &m in &gr.members {
-            self.member[m as usize] = s;
+            self.st[m as usize].member = s;
         }
         for &i in &gr.inputs {
-            if self.member[i as usize] != s {
-                self.input[i as usize] = s;
+            if self.st[i as usize].member != s {
+                self.st[i as usize].input = s;
             }
         }
         for k in 0..self.groups[g as usize].members.len() {
@@ -298,7 +295,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn note_reads(&mut self, m: u32) {
         let fc = self.fc;
         let mn = &fc.nodes[m as usize];
-        let reused = self.reused[m as usize];
+        let reused = self.st[m as usize].reused;
         let s = self.stamp;
         for (slot, &o) in mn.operands.iter().enumerate() {
             let mut f = 0;
@@ -309,11 +306,11 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 f |= READ_IN_PLACE;
             }
             let o = o as usize;
-            if self.read[o] == s {
-                self.read_flags[o] |= f;
+            if self.st[o].read == s {
+                self.st[o].read_flags |= f;
             } else {
-                self.read[o] = s;
-                self.read_flags[o] = f;
+                self.st[o].read = s;
+                self.st[o].read_flags = f;
             }
         }
     }
@@ -342,8 +339,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         gr.mxu = n.opcode.is_mxu() as u32;
         gr.reductions = n.opcode.is_reduction() as u32;
         self.groups.push(gr);
-        self.reused[root as usize] = false;
-        self.own_group[root as usize] = g;
+        self.st[root as usize].reused = false;
+        self.st[root as usize].own_group = g;
         self.activate(g);
         g
     }
@@ -387,14 +384,14 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         if self.is_input(p) {
             // Left in `inputs` (skipped as a member); only the count changes.
             self.groups[gi].n_inputs -= 1;
-            self.input[p as usize] = 0;
-            self.ext[p as usize] -= 1;
+            self.st[p as usize].input = 0;
+            self.st[p as usize].ext -= 1;
         }
-        self.member[p as usize] = self.stamp;
+        self.st[p as usize].member = self.stamp;
         self.groups[gi].members.push(p);
-        self.reused[p as usize] = reused;
+        self.st[p as usize].reused = reused;
         self.note_reads(p);
-        self.clones[p as usize] += 1;
+        self.st[p as usize].clones += 1;
         let op = self.node(p).opcode;
         self.groups[gi].mxu += op.is_mxu() as u32;
         self.groups[gi].reductions += op.is_reduction() as u32;
@@ -405,16 +402,16 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !self.is_member(o) && !self.is_input(o) {
                 self.groups[gi].inputs.push(o);
                 self.groups[gi].n_inputs += 1;
-                self.input[o as usize] = self.stamp;
-                self.ext[o as usize] += 1;
+                self.st[o as usize].input = self.stamp;
+                self.st[o as usize].ext += 1;
             }
         }
-        if self.ext[p as usize] == 0 {
+        if self.st[p as usize].ext == 0 {
             // Nobody reads the standalone producer any more.
-            self.standalone[p as usize] = false;
+            self.st[p as usize].standalone = false;
             for (i, &o) in ops.iter().enumerate() {
                 if !ops[..i].contains(&o) {
-                    self.ext[o as usize] -= 1;
+                    self.st[o as usize].ext -= 1;
                 }
             }
         }
@@ -426,8 +423,8 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let fc = self.fc;
         for &h in &fc.order {
             if !self.node(h).opcode.is_mxu()
-                || !self.standalone[h as usize]
-                || self.own_group[h as usize] != NONE
+                || !self.st[h as usize].standalone
+                || self.st[h as usize].own_group != NONE
             {
                 continue;
             }
@@ -435,7 +432,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             let mut cur = h;
             loop {
                 let users = &self.node(cur).users;
-                if users.len() != 1 || cur == self.fc.root || self.ext[cur as usize] != 1 {
+                if users.len() != 1 || cur == self.fc.root || self.st[cur as usize].ext != 1 {
                     break;
                 }
                 let u = users[0];
@@ -443,9 +440,9 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 let epilogue = (un.opcode.is_elementwise() && un.opcode != Opcode::Copy)
                     || un.opcode == Opcode::Bitcast;
                 if !epilogue
-                    || !self.standalone[u as usize]
-                    || self.own_group[u as usize] != NONE
-                    || self.clones[u as usize] != 0
+                    || !self.st[u as usize].standalone
+                    || self.st[u as usize].own_group != NONE
+                    || self.st[u as usize].clones != 0
                     || !un.info.array
                     || self.edge_flag(&self.cfg.no_fuse, cur, u)
                 {
@@ -465,19 +462,19 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 let fc = self.fc;
                 for o in distinct(&fc.nodes[u as usize].operands) {
                     if o == cur || self.is_member(o) || self.is_input(o) {
-                        self.ext[o as usize] -= 1;
+                        self.st[o as usize].ext -= 1;
                     } else {
                         self.groups[gi].inputs.push(o);
                         self.groups[gi].n_inputs += 1;
-                        self.input[o as usize] = self.stamp;
+                        self.st[o as usize].input = self.stamp;
                     }
                 }
-                self.member[u as usize] = self.stamp;
+                self.st[u as usize].member = self.stamp;
                 self.groups[gi].members.push(u);
-                self.reused[u as usize] = false;
-                self.own_group[cur as usize] = NONE;
-                self.own_group[u as usize] = g;
-                self.standalone[cur as usize] = false;
+                self.st[u as usize].reused = false;
+                self.st[cur as usize].own_group = NONE;
+                self.st[u as usize].own_group = g;
+                self.st[cur as usize].standalone = false;
                 self.groups[gi].root = u;
                 cur = u;
             }
@@ -531,7 +528,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// How the members of the current fusion read `p` ([`Fuser::note_reads`]): `None`
     /// when none does, else [`READ_REUSED`] and [`READ_IN_PLACE`] bits.
     fn reads_of(&self, p: u32) -> Option<u8> {
-        (self.read[p as usize] == self.stamp).then(|| self.read_flags[p as usize])
+        (self.st[p as usize].read == self.stamp).then(|| self.st[p as usize].read_flags)
     }
 
     /// A forced (override) edge from `p` into the current fusion `g`: only the hard
@@ -540,10 +537,10 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let reads = self.reads_of(p).unwrap_or(0);
         let pn = self.node(p);
         let gr = &self.groups[g as usize];
-        if p == self.fc.root || self.flags[p as usize] & PRODUCER_OK == 0 {
+        if p == self.fc.root || self.st[p as usize].flags & PRODUCER_OK == 0 {
             return Verdict::Refused("the producer cannot be fused");
         }
-        if self.own_group[p as usize] != NONE {
+        if self.st[p as usize].own_group != NONE {
             return Verdict::Refused("the producer is already a fusion");
         }
         if pn.opcode.is_mxu() && gr.mxu > 0 {
@@ -568,18 +565,18 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     /// which name the reader, make it look for the readers themselves.
     fn decide_unforced(&self, g: u32, p: u32) -> Verdict {
         let pn = self.node(p);
-        let flags = self.flags[p as usize];
+        let flags = self.st[p as usize].flags;
         if self.cfg.policy == FusionPolicy::None
             || p == self.fc.root
             || flags & PRODUCER_OK == 0
-            || self.own_group[p as usize] != NONE
+            || self.st[p as usize].own_group != NONE
             // dot/convolution heroes grow in phase 1 only
             || pn.opcode.is_mxu()
         {
             return Verdict::No;
         }
         let gr = &self.groups[g as usize];
-        let dup = self.ext[p as usize] > self.is_input(p) as u32;
+        let dup = self.st[p as usize].ext > self.is_input(p) as u32;
         let expensive = flags & EXPENSIVE != 0;
         let aggressive = self.cfg.policy == FusionPolicy::Aggressive;
         if pn.opcode == Opcode::Constant && (pn.info.elems > 1 || gr.members.len() < 2) {
@@ -603,14 +600,14 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             if !(always || flags & CHEAP_DUP != 0) {
                 return Verdict::No;
             }
-            if !self.users_fusible[p as usize] {
+            if !self.st[p as usize].users_fusible {
                 return Verdict::No;
             }
             let exempt = matches!(
                 pn.opcode,
                 Opcode::Broadcast | Opcode::Constant | Opcode::Iota
             );
-            if !exempt && self.clones[p as usize] as usize >= MAX_DUPLICATION {
+            if !exempt && self.st[p as usize].clones as usize >= MAX_DUPLICATION {
                 return Verdict::No;
             }
         }
@@ -645,17 +642,17 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         let mut heap = std::mem::take(&mut self.heap);
         let mut stamp = 0u32;
         for &x in fc.order.iter().rev() {
-            if !self.standalone[x as usize] || !consumer_ok(self.fc, x) {
+            if !self.st[x as usize].standalone || !consumer_ok(self.fc, x) {
                 continue;
             }
-            let fresh = self.own_group[x as usize] == NONE;
+            let fresh = self.st[x as usize].own_group == NONE;
             if fresh && self.node(x).opcode == Opcode::Bitcast {
                 continue;
             }
             let g = if fresh {
                 self.new_group(x)
             } else {
-                let g = self.own_group[x as usize];
+                let g = self.st[x as usize].own_group;
                 self.activate(g);
                 g
             };
@@ -663,23 +660,23 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             heap.clear();
             for &o in &self.groups[g as usize].inputs {
                 if !self.is_member(o) {
-                    heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
+                    heap.push((self.st[o as usize].pos as u64) << 32 | o as u64);
                 }
             }
             while let Some(key) = heap.pop() {
                 let p = key as u32;
-                if self.tried[p as usize] == stamp
-                    || !self.standalone[p as usize]
+                if self.st[p as usize].tried == stamp
+                    || !self.st[p as usize].standalone
                     || self.is_member(p)
                 {
                     continue;
                 }
-                self.tried[p as usize] = stamp;
+                self.st[p as usize].tried = stamp;
                 match self.decide(g, p) {
                     Verdict::Fuse { reused } => {
                         self.add_member(g, p, reused);
                         for &o in &self.fc.nodes[p as usize].operands {
-                            heap.push((self.pos[o as usize] as u64) << 32 | o as u64);
+                            heap.push((self.st[o as usize].pos as u64) << 32 | o as u64);
                         }
                     }
                     Verdict::Refused(why) => {
@@ -703,7 +700,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                         let on = self.node(o);
                         on.opcode == Opcode::Constant
                             && on.info.elems <= 1
-                            && self.standalone[o as usize]
+                            && self.st[o as usize].standalone
                             && !self.is_member(o)
                     })
                     .collect();
@@ -719,7 +716,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
                 if let Some(gr) = self.groups.pop() {
                     self.pool.push(gr);
                 }
-                self.own_group[x as usize] = NONE;
+                self.st[x as usize].own_group = NONE;
             }
         }
         self.heap = heap;
@@ -734,12 +731,6 @@ pub(crate) fn plan(
     out: &mut FusionPlan,
 ) {
     let n = fc.nodes.len();
-    let mut pos = filled(&mut s.pos, n, 0u32);
-    let mut standalone = filled(&mut out.standalone, n, false);
-    for (k, &x) in fc.order.iter().enumerate() {
-        pos[x as usize] = k as u32;
-        standalone[x as usize] = true;
-    }
     // Recycle the groups of the previous plan, giving the member lists handed out in
     // `out` back to groups that lost theirs.
     let mut pool = std::mem::take(&mut s.pool);
@@ -763,16 +754,11 @@ pub(crate) fn plan(
             });
         }
     }
-    let mut users_fusible = std::mem::take(&mut s.users_fusible);
-    users_fusible.clear();
-    users_fusible.extend(
-        fc.nodes
-            .iter()
-            .map(|nd| nd.users.iter().all(|&u| consumer_ok(fc, u))),
-    );
-    let mut flags = std::mem::take(&mut s.flags);
-    flags.clear();
-    flags.extend((0..n as u32).map(|x| {
+    // Every node's state; the flags and whether its users can fuse read the node
+    // itself, once here.
+    let mut st = std::mem::take(&mut s.st);
+    st.clear();
+    st.extend((0..n as u32).map(|x| {
         let mut fl = 0;
         if producer_ok(fc, x) {
             fl |= PRODUCER_OK;
@@ -786,39 +772,49 @@ pub(crate) fn plan(
         if cheap_to_duplicate(fc, x) {
             fl |= CHEAP_DUP;
         }
-        fl
+        NodeState {
+            pos: 0,
+            own_group: NONE,
+            tried: 0,
+            ext: 0,
+            clones: 0,
+            member: 0,
+            input: 0,
+            read: 0,
+            read_flags: 0,
+            flags: fl,
+            reused: false,
+            users_fusible: fc.nodes[x as usize]
+                .users
+                .iter()
+                .all(|&u| consumer_ok(fc, u)),
+            standalone: false,
+        }
     }));
+    for (k, &x) in fc.order.iter().enumerate() {
+        let e = &mut st[x as usize];
+        e.pos = k as u32;
+        e.standalone = true;
+    }
     let mut f = Fuser {
         fc,
         cfg,
-        pos,
-        standalone,
-        own_group: filled(&mut s.own_group, n, NONE),
+        st,
         groups: std::mem::take(&mut s.groups),
-        tried: filled(&mut s.tried, n, 0),
         notes: Vec::new(),
         pool,
-        reused: filled(&mut s.reused, n, false),
-        ext: filled(&mut s.ext, n, 0),
-        clones: filled(&mut s.clones, n, 0),
-        member: filled(&mut s.member, n, 0),
-        input: filled(&mut s.input, n, 0),
-        read: filled(&mut s.read, n, 0),
-        read_flags: filled(&mut s.read_flags, n, 0),
         stamp: 0,
-        users_fusible,
-        flags,
         heap: std::mem::take(&mut s.heap),
     };
     for &x in &fc.order {
         let ops: &[u32] = &fc.nodes[x as usize].operands;
         for (i, &o) in ops.iter().enumerate() {
             if !ops[..i].contains(&o) {
-                f.ext[o as usize] += 1;
+                f.st[o as usize].ext += 1;
             }
         }
     }
-    f.ext[fc.root as usize] += 1;
+    f.st[fc.root as usize].ext += 1;
     if cfg.policy != FusionPolicy::None {
         f.output_fusions();
     }
@@ -830,7 +826,7 @@ pub(crate) fn plan(
     refill(&mut out.group_at, n, NONE);
     for g in 0..f.groups.len() {
         let gr = &mut f.groups[g];
-        if !f.standalone[gr.root as usize] || f.own_group[gr.root as usize] != g as u32 {
+        if !f.st[gr.root as usize].standalone || f.st[gr.root as usize].own_group != g as u32 {
             continue;
         }
         let wrap_alone = gr.mxu > 0 && cfg.policy != FusionPolicy::None;
@@ -842,11 +838,11 @@ pub(crate) fn plan(
         // so most lists need only be reversed; positions are distinct, the order unique.
         if members
             .windows(2)
-            .all(|w| f.pos[w[0] as usize] > f.pos[w[1] as usize])
+            .all(|w| f.st[w[0] as usize].pos > f.st[w[1] as usize].pos)
         {
             members.reverse();
         } else {
-            members.sort_unstable_by_key(|&m| f.pos[m as usize]);
+            members.sort_unstable_by_key(|&m| f.st[m as usize].pos);
         }
         let root = gr.root;
         let (kind, hero) = classify(fc, &members, root);
@@ -858,21 +854,11 @@ pub(crate) fn plan(
             hero,
         });
     }
-    out.standalone = f.standalone;
-    s.pos = f.pos;
-    s.own_group = f.own_group;
+    out.standalone.clear();
+    out.standalone.extend(f.st.iter().map(|e| e.standalone));
+    s.st = f.st;
     s.groups = f.groups;
-    s.tried = f.tried;
     s.pool = f.pool;
-    s.reused = f.reused;
-    s.ext = f.ext;
-    s.clones = f.clones;
-    s.member = f.member;
-    s.input = f.input;
-    s.read = f.read;
-    s.read_flags = f.read_flags;
-    s.users_fusible = f.users_fusible;
-    s.flags = f.flags;
     s.heap = f.heap;
 }
 
