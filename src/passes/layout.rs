@@ -182,6 +182,7 @@ fn dup(d: &[i64]) -> Dims {
 #[derive(Default)]
 pub(crate) struct LayoutScratch {
     base: Vec<u32>,
+    scan: Vec<Scan>,
     ranks: Vec<u8>,
     lay: Vec<u32>,
     layouts: Vec<Dims>,
@@ -242,8 +243,19 @@ impl BitcastMemo {
     }
 }
 
+/// What the solver's passes over every node test first, by node, apart from the nodes
+/// (three cache lines each): a pass reads one line for 32 nodes, and a node itself only
+/// when the test passes.
+#[derive(Clone, Copy)]
+struct Scan {
+    opcode: Opcode,
+    /// The configuration sets a layout of the node.
+    configured: bool,
+}
+
 struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
+    scan: Vec<Scan>,
     /// Leaves of node x are `base[x]..base[x + 1]` in `ranks` and `lay`.
     base: Vec<u32>,
     /// Rank of each array leaf.
@@ -817,7 +829,7 @@ fn solve_comp(
     scratch: &mut LayoutScratch,
 ) -> (CompLayouts, LayoutStats) {
     let m = flat.module;
-    let mut s = Solver::new(&flat.comps[fi], role, scratch);
+    let mut s = Solver::new(&flat.comps[fi], role, cfg, scratch);
     // 1. Buffers whose layout is fixed, all seeded before any propagation.
     s.seed_parameters(m, role);
     s.seed_fixed_results(boundary);
@@ -837,25 +849,36 @@ fn solve_comp(
     let solved = s.finish();
     let fc = &mut flat.comps[fi];
     let (reqs, root_req) = solved.store(fc, scratch);
-    share_tuple_layouts(fc);
+    share_tuple_layouts(fc, &scratch.scan);
     let mut stats = LayoutStats::default();
     insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
-    to_bitcasts(fc, &mut stats, &mut scratch.bitcasts);
+    to_bitcasts(fc, &scratch.scan, &mut stats, &mut scratch.bitcasts);
     (comp_layouts(fc), stats)
 }
 
 impl<'s, 'a> Solver<'s, 'a> {
     /// A solver for `fc` with no layout set, its buffers taken from `scratch`.
-    fn new(fc: &'s FComp<'a>, role: &Role, scratch: &mut LayoutScratch) -> Self {
+    fn new(
+        fc: &'s FComp<'a>,
+        role: &Role,
+        cfg: &ResolvedConfig,
+        scratch: &mut LayoutScratch,
+    ) -> Self {
         let param0 = fc.params.first().copied().unwrap_or(NONE);
         let mut base = std::mem::take(&mut scratch.base);
         let mut ranks = std::mem::take(&mut scratch.ranks);
         let mut lay = std::mem::take(&mut scratch.lay);
         let mut layouts = std::mem::take(&mut scratch.layouts);
+        let mut scan = std::mem::take(&mut scratch.scan);
         layouts.clear();
         base.clear();
         ranks.clear();
+        scan.clear();
         for n in &fc.nodes {
+            scan.push(Scan {
+                opcode: n.opcode,
+                configured: n.origin.get().and_then(|i| cfg.layout(i)).is_some(),
+            });
             base.push(ranks.len() as u32);
             if n.info.array {
                 ranks.push(n.info.rank as u8);
@@ -870,6 +893,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         stack.clear();
         Solver {
             fc,
+            scan,
             base,
             ranks,
             lay,
@@ -911,6 +935,12 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn seed_fixed_results(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
         let fc = self.fc;
         for &x in &fc.order {
+            let op = self.scan[x as usize].opcode;
+            if !matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
+                && class(op) != Class::DefaultLayout
+            {
+                continue;
+            }
             let n = &fc.nodes[x as usize];
             match n.opcode {
                 Opcode::While => {
@@ -945,6 +975,9 @@ impl<'s, 'a> Solver<'s, 'a> {
         }
         let fc = self.fc;
         for &x in &fc.order {
+            if !self.scan[x as usize].configured {
+                continue;
+            }
             let n = &fc.nodes[x as usize];
             if let Some(o) = n
                 .origin
@@ -987,6 +1020,9 @@ impl<'s, 'a> Solver<'s, 'a> {
         }
         let fc = self.fc;
         for &x in &fc.order {
+            if !self.scan[x as usize].configured {
+                continue;
+            }
             let n = &fc.nodes[x as usize];
             let Some(nl) = n.origin.get().and_then(|i| cfg.layout(i)) else {
                 continue;
@@ -1004,6 +1040,12 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn require_by_uses(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
         let fc = self.fc;
         for &x in &fc.order {
+            let op = self.scan[x as usize].opcode;
+            if !matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
+                && class(op) != Class::DefaultLayout
+            {
+                continue;
+            }
             let n = &fc.nodes[x as usize];
             match n.opcode {
                 Opcode::While => {
@@ -1047,6 +1089,12 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn prefer_mxu_layouts(&mut self, cfg: &ResolvedConfig) {
         let fc = self.fc;
         for &x in &fc.order {
+            if !matches!(
+                self.scan[x as usize].opcode,
+                Opcode::Convolution | Opcode::Dot
+            ) {
+                continue;
+            }
             let n = &fc.nodes[x as usize];
             let configured = n.origin.get().and_then(|i| cfg.layout(i));
             match n.opcode {
@@ -1144,6 +1192,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     /// The solution, without the computation.
     fn finish(self) -> Solved {
         let Solver {
+            scan,
             base,
             ranks,
             lay,
@@ -1154,6 +1203,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             ..
         } = self;
         Solved {
+            scan,
             base,
             ranks,
             lay,
@@ -1167,6 +1217,7 @@ impl<'s, 'a> Solver<'s, 'a> {
 
 /// The layouts the solver found, with the requirements of the uses.
 struct Solved {
+    scan: Vec<Scan>,
     base: Vec<u32>,
     ranks: Vec<u8>,
     lay: Vec<u32>,
@@ -1185,6 +1236,7 @@ impl Solved {
         scratch: &mut LayoutScratch,
     ) -> (HashMap<(u32, u32), Leaves, FxBuild>, Option<Leaves>) {
         let Solved {
+            scan,
             base,
             ranks,
             lay,
@@ -1201,6 +1253,7 @@ impl Solved {
                 l => layouts[l as usize].clone(),
             }));
         }
+        scratch.scan = scan;
         scratch.base = base;
         scratch.ranks = ranks;
         scratch.lay = lay;
@@ -1212,9 +1265,15 @@ impl Solved {
 
 /// A tuple has no buffer of its own here: its leaves are its operands', and a
 /// get-tuple-element's those of its element.
-fn share_tuple_layouts(fc: &mut FComp<'_>) {
+fn share_tuple_layouts(fc: &mut FComp<'_>, scan: &[Scan]) {
     for k in 0..fc.order.len() {
         let x = fc.order[k] as usize;
+        if !matches!(
+            opcode_of(fc, scan, x),
+            Opcode::Tuple | Opcode::GetTupleElement
+        ) {
+            continue;
+        }
         match fc.nodes[x].opcode {
             Opcode::Tuple => {
                 let l: Leaves = fc.nodes[x]
@@ -1248,6 +1307,15 @@ fn share_tuple_layouts(fc: &mut FComp<'_>) {
             }
             _ => {}
         }
+    }
+}
+
+/// The opcode of node `x` of `fc`, read from `scan` (the solver's, made before the
+/// copies were inserted) where that has it, from the node for a node added since.
+fn opcode_of(fc: &FComp<'_>, scan: &[Scan], x: usize) -> Opcode {
+    match scan.get(x) {
+        Some(s) => s.opcode,
+        None => fc.nodes[x].opcode,
     }
 }
 
@@ -1436,9 +1504,15 @@ fn insert_copies<'a>(
 }
 
 /// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.
-fn to_bitcasts(fc: &mut FComp<'_>, stats: &mut LayoutStats, memo: &mut BitcastMemo) {
+fn to_bitcasts(fc: &mut FComp<'_>, scan: &[Scan], stats: &mut LayoutStats, memo: &mut BitcastMemo) {
     for k in 0..fc.order.len() {
         let x = fc.order[k];
+        if !matches!(
+            opcode_of(fc, scan, x as usize),
+            Opcode::Transpose | Opcode::Reshape
+        ) {
+            continue;
+        }
         let n = &fc.nodes[x as usize];
         if !matches!(n.opcode, Opcode::Transpose | Opcode::Reshape) {
             continue;
