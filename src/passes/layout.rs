@@ -936,13 +936,11 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         for &x in &fc.order {
             let op = self.scan[x as usize].opcode;
-            if !matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
-                && class(op) != Class::DefaultLayout
-            {
+            if !fixed_by_callee_or_default(op) {
                 continue;
             }
             let n = &fc.nodes[x as usize];
-            match n.opcode {
+            match op {
                 Opcode::While => {
                     if let Some(b) = n
                         .src
@@ -1041,13 +1039,11 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         for &x in &fc.order {
             let op = self.scan[x as usize].opcode;
-            if !matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
-                && class(op) != Class::DefaultLayout
-            {
+            if !fixed_by_callee_or_default(op) {
                 continue;
             }
             let n = &fc.nodes[x as usize];
-            match n.opcode {
+            match op {
                 Opcode::While => {
                     if let Some(b) = n
                         .src
@@ -1308,6 +1304,14 @@ fn share_tuple_layouts(fc: &mut FComp<'_>, scan: &[Scan]) {
             _ => {}
         }
     }
+}
+
+/// Whether a node of opcode `op` has layouts fixed by what it calls (while, conditional,
+/// fusion) or by the default layout its class takes: the nodes that
+/// [`Solver::seed_fixed_results`] and [`Solver::require_by_uses`] read.
+fn fixed_by_callee_or_default(op: Opcode) -> bool {
+    matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
+        || class(op) == Class::DefaultLayout
 }
 
 /// The opcode of node `x` of `fc`, read from `scan` (the solver's, made before the
