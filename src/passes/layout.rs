@@ -1264,13 +1264,7 @@ impl Solved {
 fn share_tuple_layouts(fc: &mut FComp<'_>, scan: &[Scan]) {
     for k in 0..fc.order.len() {
         let x = fc.order[k] as usize;
-        if !matches!(
-            opcode_of(fc, scan, x),
-            Opcode::Tuple | Opcode::GetTupleElement
-        ) {
-            continue;
-        }
-        match fc.nodes[x].opcode {
+        match opcode_of(fc, scan, x) {
             Opcode::Tuple => {
                 let l: Leaves = fc.nodes[x]
                     .operands
@@ -1511,16 +1505,11 @@ fn insert_copies<'a>(
 fn to_bitcasts(fc: &mut FComp<'_>, scan: &[Scan], stats: &mut LayoutStats, memo: &mut BitcastMemo) {
     for k in 0..fc.order.len() {
         let x = fc.order[k];
-        if !matches!(
-            opcode_of(fc, scan, x as usize),
-            Opcode::Transpose | Opcode::Reshape
-        ) {
+        let op = opcode_of(fc, scan, x as usize);
+        if !matches!(op, Opcode::Transpose | Opcode::Reshape) {
             continue;
         }
         let n = &fc.nodes[x as usize];
-        if !matches!(n.opcode, Opcode::Transpose | Opcode::Reshape) {
-            continue;
-        }
         let Some(&o) = n.operands.first() else {
             continue;
         };
@@ -1531,7 +1520,7 @@ fn to_bitcasts(fc: &mut FComp<'_>, scan: &[Scan], stats: &mut LayoutStats, memo:
         let (Some(am), Some(bm)) = (on.layouts.first(), n.layouts.first()) else {
             continue;
         };
-        let perm = if n.opcode == Opcode::Transpose {
+        let perm = if op == Opcode::Transpose {
             let Some(perm) = n.src.and_then(|s| s.attrs.dimensions.as_ref()) else {
                 continue;
             };
