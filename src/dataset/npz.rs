@@ -303,19 +303,21 @@ macro_rules! impl_element {
     ($t:ty, $dt:expr, $var:ident, $n:literal) => {
         impl NpyElement for $t {
             const DTYPE: DType = $dt;
+            // Both directions write into storage sized up front, element by element
+            // without a capacity check, a loop the compiler vectorises.
             fn extend_le_bytes(values: &[Self], out: &mut Vec<u8>) {
-                out.reserve(values.len() * $n);
-                for v in values {
-                    out.extend_from_slice(&v.to_le_bytes());
+                let start = out.len();
+                out.resize(start + values.len() * $n, 0);
+                for (d, v) in out[start..].chunks_exact_mut($n).zip(values) {
+                    d.copy_from_slice(&v.to_le_bytes());
                 }
             }
             fn extend_from_le_bytes(bytes: &[u8], out: &mut Vec<Self>) {
-                out.reserve(bytes.len() / $n);
-                for c in bytes.chunks_exact($n) {
+                out.extend(bytes.chunks_exact($n).map(|c| {
                     let mut a = [0u8; $n];
                     a.copy_from_slice(c);
-                    out.push(<$t>::from_le_bytes(a));
-                }
+                    <$t>::from_le_bytes(a)
+                }));
             }
             fn into_data(values: Vec<Self>) -> ArrayData {
                 ArrayData::$var(values)
