@@ -271,7 +271,12 @@ pub(crate) fn timed_total_ns(
         .iter()
         .map(|body| {
             let at = keys.len();
-            KernelTimes::append_key(body, &mut keys).then(|| (at, keys.len() - at))
+            let kept = KernelTimes::append_key(body, &mut keys);
+            if at == 0 && kept {
+                // room for as many keys as long as the first, not a doubling a few bodies
+                keys.reserve(keys.len() * c.bodies.len());
+            }
+            kept.then(|| (at, keys.len() - at))
         })
         .collect();
     let found = {
@@ -865,8 +870,13 @@ impl LoweredProgram {
         // Key hash → classes with that hash (looked up, never iterated).
         let mut seen: HashMap<u64, smallvec::SmallVec<[usize; 2]>, foldhash::fast::FixedState> =
             HashMap::with_capacity_and_hasher(kernels.len(), Default::default());
+        let kernels_len = kernels.len();
         for (i, k) in kernels.iter_mut().enumerate() {
             structure_key(&k.lowered, &mut key);
+            if i == 0 {
+                // room for as many keys as long as the first, not a doubling a few kernels
+                keys.reserve(key.len() * kernels_len);
+            }
             let bucket = seen.entry(hasher.hash_one(&key[..])).or_default();
             let found = bucket.iter().copied().find(|&c| {
                 let (at, len) = class_keys[c];
