@@ -1817,20 +1817,23 @@ fn value_range<T>(c: &[T], f: impl Fn(&T) -> f64) -> (f64, f64, Seen) {
     let mut lo = [f64::INFINITY; L];
     let mut hi = [f64::NEG_INFINITY; L];
     let mut nan = [false; L];
-    let mut lanes = |x: &[T]| {
-        for (k, v) in x.iter().enumerate() {
-            let v = f(v);
-            // a NaN fails both comparisons and is counted apart
-            lo[k] = if v < lo[k] { v } else { lo[k] };
-            hi[k] = if v > hi[k] { v } else { hi[k] };
-            nan[k] |= v.is_nan();
-        }
-    };
-    let mut chunks = c.chunks_exact(L);
-    for x in &mut chunks {
-        lanes(x);
+    // (a NaN fails both comparisons and is counted apart)
+    #[inline(always)]
+    fn lane(v: f64, lo: &mut f64, hi: &mut f64, nan: &mut bool) {
+        *lo = if v < *lo { v } else { *lo };
+        *hi = if v > *hi { v } else { *hi };
+        *nan |= v.is_nan();
     }
-    lanes(chunks.remainder());
+    let mut chunks = c.chunks_exact(L);
+    // a whole row of lanes at a time, inline: one call a row would not be vectorised
+    for x in &mut chunks {
+        for k in 0..L {
+            lane(f(&x[k]), &mut lo[k], &mut hi[k], &mut nan[k]);
+        }
+    }
+    for (k, v) in chunks.remainder().iter().enumerate() {
+        lane(f(v), &mut lo[k], &mut hi[k], &mut nan[k]);
+    }
     let fold = |a: [f64; L], pick: fn(f64, f64) -> f64| a.into_iter().fold(a[0], pick);
     let seen = Seen {
         len: c.len(),
