@@ -560,8 +560,10 @@ impl TileKernels {
         progress: &dyn GenProgress,
     ) -> Result<Vec<TileSample>, GenError> {
         progress.grow(self.len() as u64);
+        // one kernel a task (as in `layout_sample_ev`): no core waits on a long share
         let r: Vec<Option<TileSample>> = (0..self.len())
             .into_par_iter()
+            .with_max_len(1)
             .map(|i| {
                 let s = self.sample(i, o);
                 progress.advance(1);
@@ -609,8 +611,10 @@ pub fn generate_tile(
         create_dir(&dir)?;
         let kernels = TileKernels::new(input)?;
         progress.grow(kernels.len() as u64);
+        // one kernel a task (as in `layout_sample_ev`)
         let results: Vec<Result<Option<TileFile>, GenError>> = (0..kernels.len())
             .into_par_iter()
+            .with_max_len(1)
             .map(|i| {
                 progress.advance(1);
                 let Some(s) = kernels.sample(i, &o.sample)? else {
@@ -944,8 +948,11 @@ fn layout_sample_ev(
         let want = CHUNK.min(total - runtimes.len() - chunk.len());
         let (ns, next) = rayon::join(
             || {
+                // One configuration a task: rayon would otherwise run a quarter of the
+                // chunk as one task, and a core that finished its share would wait for it.
                 chunk
                     .par_iter()
+                    .with_max_len(1)
                     .enumerate()
                     .map(|(j, c)| {
                         let r = ev.runtime_ns(&prepared, c);

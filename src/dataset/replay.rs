@@ -94,9 +94,11 @@ pub fn predict_runs(
             _ => base_prog.total_ns(target, &TileOverrides::default()),
         }
     };
+    // one run a task: no core waits on a long share of the runs
     Ok(mt
         .runs
         .par_iter()
+        .with_max_len(1)
         .map(|run| {
             let r = run_one(run);
             on_run();

@@ -431,8 +431,10 @@ pub fn layout_sweep(
     let mut layouts = vec![Vec::new()];
     layouts.extend(permutations(rank));
     let total = layouts.len();
+    // one layout a task: no core waits on a long share of them
     let rows: Vec<Result<LayoutRow, SweepError>> = layouts
         .into_par_iter()
+        .with_max_len(1)
         .map(|layout| {
             let cfg = with_layout(base, node, tensor, &layout);
             let compiled = compile_program_with(&prepared, &cfg, Some(&memo))?;
