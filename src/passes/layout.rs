@@ -1467,11 +1467,16 @@ fn insert_copies<'a>(
         pending: Vec::new(),
     };
     let nodes_before = fc.nodes.len();
-    let mut changed = false;
+    // The user lists are kept up to date edge by edge while every new node is a copy of
+    // an existing one (arrays; a tuple's copy makes element and tuple nodes, and the
+    // lists are then built again whole).
+    let mut only_copies = true;
     let old = std::mem::take(&mut fc.order);
     let mut order = Vec::with_capacity(old.len() + 8);
+    let mut moved: SmallVec<[u32; 4]> = SmallVec::new();
     for &u in &old {
         let nops = fc.nodes[u as usize].operands.len();
+        moved.clear();
         for slot in 0..nops {
             let o = fc.nodes[u as usize].operands[slot];
             let req: Leaves = match requirement(fc, reqs, u, slot) {
@@ -1483,7 +1488,13 @@ fn insert_copies<'a>(
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
                 fc.nodes[u as usize].operands[slot] = v;
-                changed = true;
+                moved.push(o);
+            }
+        }
+        if !mk.pending.is_empty() || !moved.is_empty() {
+            only_copies = only_copies && new_copies_only(fc, &mk.pending);
+            if only_copies {
+                relink_users(fc, u, &mk.pending, &moved);
             }
         }
         order.append(&mut mk.pending);
@@ -1492,12 +1503,65 @@ fn insert_copies<'a>(
     if let Some(req) = root_req {
         let r = fc.root;
         let v = mk.with_layout(fc, r, req, stats);
+        only_copies = only_copies && new_copies_only(fc, &mk.pending);
+        if only_copies {
+            for &c in &mk.pending {
+                let o = fc.nodes[c as usize].operands[0];
+                fc.nodes[o as usize].users.push(c);
+            }
+        }
         order.append(&mut mk.pending);
         fc.root = v;
     }
     fc.order = order;
-    if fc.nodes.len() != nodes_before || changed {
+    if !only_copies {
         fc.rebuild_users();
+    }
+    debug_assert!(
+        fc.nodes.len() == nodes_before || {
+            let mut full = fc.clone();
+            full.rebuild_users();
+            full.nodes
+                .iter()
+                .zip(&fc.nodes)
+                .all(|(a, b)| a.users == b.users)
+        },
+        "user lists kept edge by edge differ from the lists built whole"
+    );
+}
+
+/// Whether every node of `new` is a copy (of one operand).
+fn new_copies_only(fc: &FComp<'_>, new: &[u32]) -> bool {
+    new.iter().all(|&c| {
+        let n = &fc.nodes[c as usize];
+        n.opcode == Opcode::Copy && n.operands.len() == 1
+    })
+}
+
+/// The user lists after `u`'s operands `moved` were replaced by copies, `copies` of them
+/// new (placed just before `u` in program order): each copy is a user of its operand
+/// where `u` was, `u` is a user of each copy it reads, and no longer of an operand it
+/// stopped reading. User lists stay in program order.
+fn relink_users(fc: &mut FComp<'_>, u: u32, copies: &[u32], moved: &[u32]) {
+    for &c in copies {
+        let o = fc.nodes[c as usize].operands[0];
+        let users = &mut fc.nodes[o as usize].users;
+        let at = users.iter().position(|&x| x == u).unwrap_or(users.len());
+        users.insert(at, c);
+    }
+    for k in 0..fc.nodes[u as usize].operands.len() {
+        let v = fc.nodes[u as usize].operands[k];
+        if fc.nodes[v as usize].opcode == Opcode::Copy {
+            let users = &mut fc.nodes[v as usize].users;
+            if !users.contains(&u) {
+                users.push(u);
+            }
+        }
+    }
+    for &o in moved {
+        if !fc.nodes[u as usize].operands.contains(&o) {
+            fc.nodes[o as usize].users.retain(|x| *x != u);
+        }
     }
 }
 
