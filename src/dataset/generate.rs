@@ -683,13 +683,26 @@ fn finish(report: &mut GenReport, start: Instant, configs: u64) {
     };
 }
 
+/// A uniform permutation of `0..rank` (Fisher–Yates, from the last place down).
 fn random_perm(rng: &mut SplitMix64, rank: usize) -> Dims {
-    let mut v: Dims = (0..rank as i64).collect();
-    for i in (1..rank).rev() {
-        let j = rng.below(i + 1);
-        v.swap(i, j);
+    fn shuffle(rng: &mut SplitMix64, v: &mut [i64]) {
+        for i in (1..v.len()).rev() {
+            let j = rng.below(i + 1);
+            v.swap(i, j);
+        }
     }
-    v
+    // Shuffled on the stack and copied once: the sampler draws a few thousand a
+    // configuration, and again when the file's rows are replayed.
+    const SMALL: usize = 8;
+    if rank <= SMALL {
+        let mut v: [i64; SMALL] = std::array::from_fn(|i| i as i64);
+        shuffle(rng, &mut v[..rank]);
+        Dims::from_slice(&v[..rank])
+    } else {
+        let mut v: Dims = (0..rank as i64).collect();
+        shuffle(rng, &mut v);
+        v
+    }
 }
 
 /// A random `minor_to_major` prefix of two distinct dims, most-minor first (the whole
