@@ -249,6 +249,8 @@ impl BitcastMemo {
 #[derive(Clone, Copy)]
 struct Scan {
     opcode: Opcode,
+    /// The opcode's [`class`].
+    class: Class,
     /// The configuration sets a layout of the node.
     configured: bool,
 }
@@ -349,7 +351,7 @@ impl<'s, 'a> Solver<'s, 'a> {
             self.step(x);
             let fc = self.fc;
             for &u in &fc.nodes[x as usize].users {
-                if fc.nodes[u as usize].opcode == Opcode::Tuple {
+                if self.scan[u as usize].class == Class::Tuple {
                     // Only the elements that are x changed.
                     let mut off = 0;
                     for &o in &fc.nodes[u as usize].operands {
@@ -390,8 +392,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn step(&mut self, u: u32) {
         let fc = self.fc;
         let n = &fc.nodes[u as usize];
-        let op = n.opcode;
-        match class(op) {
+        match self.scan[u as usize].class {
             Class::Preserving => {
                 let Some(r) = self.leaf_rank(u, 0) else {
                     return;
@@ -851,7 +852,14 @@ fn solve_comp(
     let (reqs, root_req) = solved.store(fc, scratch);
     share_tuple_layouts(fc, &scratch.scan);
     let mut stats = LayoutStats::default();
-    insert_copies(fc, &reqs, root_req.as_ref(), &mut flat.names, &mut stats);
+    insert_copies(
+        fc,
+        &scratch.scan,
+        &reqs,
+        root_req.as_ref(),
+        &mut flat.names,
+        &mut stats,
+    );
     to_bitcasts(fc, &scratch.scan, &mut stats, &mut scratch.bitcasts);
     (comp_layouts(fc), stats)
 }
@@ -877,6 +885,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         for n in &fc.nodes {
             scan.push(Scan {
                 opcode: n.opcode,
+                class: class(n.opcode),
                 configured: n.origin.get().and_then(|i| cfg.layout(i)).is_some(),
             });
             base.push(ranks.len() as u32);
@@ -935,8 +944,10 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn seed_fixed_results(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
         let fc = self.fc;
         for &x in &fc.order {
-            let op = self.scan[x as usize].opcode;
-            if !fixed_by_callee_or_default(op) {
+            let Scan {
+                opcode: op, class, ..
+            } = self.scan[x as usize];
+            if !fixed_by_callee_or_default(op, class) {
                 continue;
             }
             let n = &fc.nodes[x as usize];
@@ -957,7 +968,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                         self.set_all(x, &b.root);
                     }
                 }
-                op if class(op) == Class::DefaultLayout => {
+                _ if class == Class::DefaultLayout => {
                     let l = default_leaves(&n.shape);
                     self.set_all(x, &l);
                 }
@@ -1038,8 +1049,10 @@ impl<'s, 'a> Solver<'s, 'a> {
     fn require_by_uses(&mut self, boundary: &dyn Fn(CompId) -> Option<CompLayouts>) {
         let fc = self.fc;
         for &x in &fc.order {
-            let op = self.scan[x as usize].opcode;
-            if !fixed_by_callee_or_default(op) {
+            let Scan {
+                opcode: op, class, ..
+            } = self.scan[x as usize];
+            if !fixed_by_callee_or_default(op, class) {
                 continue;
             }
             let n = &fc.nodes[x as usize];
@@ -1069,7 +1082,7 @@ impl<'s, 'a> Solver<'s, 'a> {
                         }
                     }
                 }
-                op if class(op) == Class::DefaultLayout => {
+                _ if class == Class::DefaultLayout => {
                     for (k, &o) in n.operands.iter().enumerate() {
                         let l = default_leaves(&fc.nodes[o as usize].shape);
                         self.require(x, k, l);
@@ -1303,9 +1316,9 @@ fn share_tuple_layouts(fc: &mut FComp<'_>, scan: &[Scan]) {
 /// Whether a node of opcode `op` has layouts fixed by what it calls (while, conditional,
 /// fusion) or by the default layout its class takes: the nodes that
 /// [`Solver::seed_fixed_results`] and [`Solver::require_by_uses`] read.
-fn fixed_by_callee_or_default(op: Opcode) -> bool {
+fn fixed_by_callee_or_default(op: Opcode, class: Class) -> bool {
     matches!(op, Opcode::While | Opcode::Conditional | Opcode::Fusion)
-        || class(op) == Class::DefaultLayout
+        || class == Class::DefaultLayout
 }
 
 /// The opcode of node `x` of `fc`, read from `scan` (the solver's, made before the
@@ -1335,10 +1348,11 @@ fn comp_layouts(fc: &FComp<'_>) -> CompLayouts {
     }
 }
 
-/// The layout a use requires of operand `slot` of `u`, if any.
-/// The layout a use requires of operand `slot` of `u`, if any (borrowed).
+/// The layout a use requires of operand `slot` of `u`, if any (borrowed); `u` is a node
+/// the solver's `scan` has.
 fn requirement<'r>(
     fc: &'r FComp<'_>,
+    scan: &[Scan],
     reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>,
     u: u32,
     slot: usize,
@@ -1348,10 +1362,10 @@ fn requirement<'r>(
             return Some(r.as_slice());
         }
     }
-    let n = &fc.nodes[u as usize];
-    if class(n.opcode) != Class::Preserving {
+    if scan[u as usize].class != Class::Preserving {
         return None;
     }
+    let n = &fc.nodes[u as usize];
     let out = n.layouts.get(..1)?;
     let r = out[0].len();
     if r == 0 {
@@ -1456,6 +1470,7 @@ impl<'n, 'a> CopyMaker<'n, 'a> {
 
 fn insert_copies<'a>(
     fc: &mut FComp<'a>,
+    scan: &[Scan],
     reqs: &HashMap<(u32, u32), Leaves, FxBuild>,
     root_req: Option<&Leaves>,
     names: &mut Namer<'a>,
@@ -1479,7 +1494,7 @@ fn insert_copies<'a>(
         moved.clear();
         for slot in 0..nops {
             let o = fc.nodes[u as usize].operands[slot];
-            let req: Leaves = match requirement(fc, reqs, u, slot) {
+            let req: Leaves = match requirement(fc, scan, reqs, u, slot) {
                 Some(r) if r != fc.nodes[o as usize].layouts.as_slice() => {
                     r.iter().cloned().collect()
                 }
