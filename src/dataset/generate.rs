@@ -46,7 +46,9 @@ use super::manifest::{ModuleManifest, Recipe, RunRecipe, Status};
 use super::npz::NpzError;
 use super::outdir::{claim, create_dir, OutDirError};
 use super::plan::{item_seed, Noise, RuntimeOutOfRange, Shard, SplitRatios};
-use super::write::{layout_members, tile_members, write_members, Member, TILE_CONFIG_FEATURES};
+use super::write::{
+    layout_members, tile_members, write_members, LayoutFileStream, Member, TILE_CONFIG_FEATURES,
+};
 use crate::ir::{Dims, Module};
 use crate::kernels::{lower_kernel_full, LowerError, ProgramError};
 use crate::passes::{compile, CompilationConfig, CompileError, CompiledModule, PreparedModule};
@@ -898,113 +900,178 @@ impl LayoutSample {
             &self.config_runtime,
             move |_, row| {
                 if let Some(cfg) = replay.next() {
-                    let mut f = [0.0; LAYOUT_CONFIG_FEATURE_COUNT];
-                    for c in &cfg {
-                        let lists = [c.output.as_deref(), c.input.as_deref(), c.kernel.as_deref()];
-                        write_layout_tensor_features(lists, &mut f);
-                        row.extend_from_slice(&f);
-                    }
+                    layout_row(&cfg, row);
                 }
             },
         )
     }
 }
 
+/// A configuration's row of `node_config_feat`, appended to `row`: the features of each
+/// configurable node's three tensors.
+fn layout_row(cfg: &[NodeChoice], row: &mut Vec<f32>) {
+    let mut f = [0.0; LAYOUT_CONFIG_FEATURE_COUNT];
+    for c in cfg {
+        let lists = [c.output.as_deref(), c.input.as_deref(), c.kernel.as_deref()];
+        write_layout_tensor_features(lists, &mut f);
+        row.extend_from_slice(&f);
+    }
+}
+
+/// Takes each chunk of a module's layout configurations as they are drawn, in order,
+/// before they are labelled ([`LayoutJob::label`]).
+type ConfigSink<'s> = dyn FnMut(&[Vec<NodeChoice>]) -> Result<(), GenError> + Send + 's;
+
+/// What labelling a module's layout configurations starts from: its evaluator, graph,
+/// configurable nodes in graph order, the module prepared for compilation and the
+/// sampler's seed.
+struct LayoutJob<'m> {
+    name: &'m str,
+    ev: LayoutEvaluator,
+    graph: GraphEncoding,
+    ids: Vec<i64>,
+    prepared: PreparedModule<'m>,
+    seed: u64,
+}
+
+impl<'m> LayoutJob<'m> {
+    /// The job of `input` under `o`; `None` when the module has no configurable node
+    /// (`progress` then shrinks by its share).
+    fn new(
+        input: &'m Input,
+        o: &SampleOptions,
+        progress: &dyn GenProgress,
+    ) -> Result<Option<Self>, GenError> {
+        let mut ev = LayoutEvaluator::new(&input.module, &o.target);
+        ev.remember(o.search == Search::Default);
+        if ev.nodes.is_empty() {
+            progress.shrink(o.configs.max(1) as u64);
+            return Ok(None);
+        }
+        let enc = EncodeOptions {
+            pad_minus_one: o.pad_minus_one,
+            ..Default::default()
+        };
+        let name = &input.name;
+        let graph = encode_graph_with(&input.module, &enc)?;
+        let ids = ev.order_as_graph(&graph).map_err(|e| GenError::NodeOrder {
+            module: name.clone(),
+            source: e,
+        })?;
+        let prepared = PreparedModule::new(&input.module).map_err(|e| GenError::Compile {
+            module: name.clone(),
+            source: Box::new(e),
+        })?;
+        Ok(Some(LayoutJob {
+            name,
+            ev,
+            graph,
+            ids,
+            prepared,
+            seed: item_seed(o.seed, name),
+        }))
+    }
+
+    /// The layout sample, with the evaluator that found its nodes. Every configuration
+    /// is compiled, lowered and estimated in parallel on the current rayon pool, chunk
+    /// by chunk; each chunk goes to `drawn` as it is drawn, in order. `progress`
+    /// advances by one per configuration and shrinks by what a sampler that runs dry
+    /// leaves undone of `o.configs`.
+    fn label(
+        self,
+        o: &SampleOptions,
+        progress: &dyn GenProgress,
+        drawn: &mut ConfigSink<'_>,
+    ) -> Result<(LayoutSample, LayoutEvaluator), GenError> {
+        let LayoutJob {
+            name,
+            ev,
+            graph,
+            ids,
+            prepared,
+            seed,
+        } = self;
+        let per_module = o.configs.max(1) as u64;
+        let noise = Noise { sigma: o.noise };
+        // Label the configurations chunk by chunk (memory: one chunk), the threads
+        // sharing the module prepared once; the feature rows replay the same stream from
+        // its seed.
+        let fresh = LayoutSampler::new(&ev, o.search, seed);
+        let mut sampler = fresh.clone();
+        let mut runtimes: Vec<i64> = Vec::new();
+        // Configurations are drawn in order on one thread while the threads label the
+        // previous chunk (two chunks in memory).
+        const CHUNK: usize = 256;
+        let total = o.configs.max(1);
+        let mut draw =
+            |sampler: &mut LayoutSampler, want: usize| -> Result<Vec<Vec<NodeChoice>>, GenError> {
+                let chunk: Vec<_> = (0..want).map_while(|_| sampler.next_config()).collect();
+                drawn(&chunk)?;
+                Ok(chunk)
+            };
+        let mut chunk = draw(&mut sampler, CHUNK.min(total))?;
+        while !chunk.is_empty() {
+            let base = runtimes.len() as u64;
+            let want = CHUNK.min(total - runtimes.len() - chunk.len());
+            let (ns, next) = rayon::join(
+                || {
+                    // One configuration a task: rayon would otherwise run a quarter of the
+                    // chunk as one task, and a core that finished its share would wait
+                    // for it.
+                    chunk
+                        .par_iter()
+                        .with_max_len(1)
+                        .enumerate()
+                        .map(|(j, c)| {
+                            let r = ev.runtime_ns(&prepared, c);
+                            progress.advance(1);
+                            r.map_err(|e| GenError::Program {
+                                module: name.to_string(),
+                                index: base + j as u64,
+                                source: Box::new(e),
+                            })
+                        })
+                        .collect::<Result<Vec<f64>, _>>()
+                },
+                || draw(&mut sampler, want),
+            );
+            for (j, t) in ns?.into_iter().enumerate() {
+                let index = base + j as u64;
+                runtimes.push(noise.apply(t, seed, index).map_err(|e| {
+                    GenError::ConfigRuntime {
+                        module: name.to_string(),
+                        index,
+                        source: e,
+                    }
+                })?);
+            }
+            chunk = next?;
+        }
+        progress.shrink(per_module.saturating_sub(runtimes.len() as u64));
+        Ok((
+            LayoutSample {
+                name: name.to_string(),
+                graph,
+                node_config_ids: ids,
+                config_runtime: runtimes,
+                sampler: fresh,
+            },
+            ev,
+        ))
+    }
+}
+
 /// The layout sample of `input` under `o` (`None` when the module has no configurable
-/// node), with the evaluator that found its nodes. Every configuration is compiled,
-/// lowered and estimated in parallel on the current rayon pool, chunk by chunk;
-/// `progress` advances by one per configuration and shrinks by what a sampler that runs
-/// dry leaves undone of `o.configs`.
+/// node), with the evaluator that found its nodes ([`LayoutJob::label`]).
 fn layout_sample_ev(
     input: &Input,
     o: &SampleOptions,
     progress: &dyn GenProgress,
 ) -> Result<Option<(LayoutSample, LayoutEvaluator)>, GenError> {
-    let per_module = o.configs.max(1) as u64;
-    let mut ev = LayoutEvaluator::new(&input.module, &o.target);
-    ev.remember(o.search == Search::Default);
-    if ev.nodes.is_empty() {
-        progress.shrink(per_module);
-        return Ok(None);
+    match LayoutJob::new(input, o, progress)? {
+        Some(job) => job.label(o, progress, &mut |_| Ok(())).map(Some),
+        None => Ok(None),
     }
-    let enc = EncodeOptions {
-        pad_minus_one: o.pad_minus_one,
-        ..Default::default()
-    };
-    let noise = Noise { sigma: o.noise };
-    let name = &input.name;
-    let g = encode_graph_with(&input.module, &enc)?;
-    let ids = ev.order_as_graph(&g).map_err(|e| GenError::NodeOrder {
-        module: name.clone(),
-        source: e,
-    })?;
-    let seed = item_seed(o.seed, name);
-    // Label the configurations chunk by chunk (memory: one chunk), the threads sharing
-    // the module prepared once; the feature rows replay the same stream from its seed.
-    let prepared = PreparedModule::new(&input.module).map_err(|e| GenError::Compile {
-        module: name.clone(),
-        source: Box::new(e),
-    })?;
-    let fresh = LayoutSampler::new(&ev, o.search, seed);
-    let mut sampler = fresh.clone();
-    let mut runtimes: Vec<i64> = Vec::new();
-    // Configurations are drawn in order on one thread while the threads label the
-    // previous chunk (two chunks in memory).
-    const CHUNK: usize = 256;
-    let total = o.configs.max(1);
-    let draw = |sampler: &mut LayoutSampler, want: usize| -> Vec<Vec<NodeChoice>> {
-        (0..want).map_while(|_| sampler.next_config()).collect()
-    };
-    let mut chunk = draw(&mut sampler, CHUNK.min(total));
-    while !chunk.is_empty() {
-        let base = runtimes.len() as u64;
-        let want = CHUNK.min(total - runtimes.len() - chunk.len());
-        let (ns, next) = rayon::join(
-            || {
-                // One configuration a task: rayon would otherwise run a quarter of the
-                // chunk as one task, and a core that finished its share would wait for it.
-                chunk
-                    .par_iter()
-                    .with_max_len(1)
-                    .enumerate()
-                    .map(|(j, c)| {
-                        let r = ev.runtime_ns(&prepared, c);
-                        progress.advance(1);
-                        r.map_err(|e| GenError::Program {
-                            module: name.clone(),
-                            index: base + j as u64,
-                            source: Box::new(e),
-                        })
-                    })
-                    .collect::<Result<Vec<f64>, _>>()
-            },
-            || draw(&mut sampler, want),
-        );
-        for (j, t) in ns?.into_iter().enumerate() {
-            let index = base + j as u64;
-            runtimes.push(
-                noise
-                    .apply(t, seed, index)
-                    .map_err(|e| GenError::ConfigRuntime {
-                        module: name.clone(),
-                        index,
-                        source: e,
-                    })?,
-            );
-        }
-        chunk = next;
-    }
-    progress.shrink(per_module.saturating_sub(runtimes.len() as u64));
-    Ok(Some((
-        LayoutSample {
-            name: name.clone(),
-            graph: g,
-            node_config_ids: ids,
-            config_runtime: runtimes,
-            sampler: fresh,
-        },
-        ev,
-    )))
 }
 
 /// The layout sample of `input` under `o`, in memory (`None` when the module has no
@@ -1110,7 +1177,7 @@ pub fn generate_layout(
             .join(o.split.assign(&input.name).dir());
         create_dir(&dir)?;
         let path = dir.join(format!("{}.npz", input.name));
-        let Some((s, ev)) = layout_sample_ev(input, &o.sample, progress)? else {
+        let Some(job) = LayoutJob::new(input, &o.sample, progress)? else {
             report.notes.push(format!(
                 "{}: no configurable nodes; no layout file",
                 input.name
@@ -1118,7 +1185,37 @@ pub fn generate_layout(
             manifest.write(&[])?;
             continue;
         };
-        write_members(&path, s.members(), o.compression())?;
+        // The file is written as the configurations are drawn, its rows from the drawn
+        // configurations (not replayed after the labels), for as many rows as asked; a
+        // sampler that runs dry leaves that file unfinished (its temporary file goes)
+        // and the rows it drew are written again from its seed.
+        let mut stream = Some(LayoutFileStream::begin(
+            &path,
+            o.compression(),
+            &job.graph,
+            &job.ids,
+            o.sample.configs.max(1),
+        )?);
+        let mut row = Vec::new();
+        let (s, ev) = job.label(&o.sample, progress, &mut |chunk| {
+            if let Some(st) = stream.as_mut() {
+                for cfg in chunk {
+                    row.clear();
+                    layout_row(cfg, &mut row);
+                    st.rows(&row)?;
+                }
+            }
+            Ok(())
+        })?;
+        match stream.take() {
+            Some(st) if st.configs() == s.config_runtime.len() => {
+                st.finish(&s.config_runtime)?;
+            }
+            unfinished => {
+                drop(unfinished);
+                write_members(&path, s.members(), o.compression())?;
+            }
+        }
         let mut made = vec![(path.clone(), None)];
         if o.write_pb {
             let pb_file = pb_path(&o.out, &path);

@@ -817,8 +817,8 @@ pub struct NpzWriter {
     final_path: PathBuf,
     compression: Compression,
     names: BTreeSet<String>,
-    /// Set when a streamed array is open (its member name).
-    open_member: Option<String>,
+    /// The streamed array being written, if one is open.
+    open: Option<OpenArray>,
     /// Set after any failure; every later call fails with this reason.
     failed: Option<String>,
     buf: Vec<u8>,
@@ -866,7 +866,7 @@ impl NpzWriter {
             final_path,
             compression,
             names: BTreeSet::new(),
-            open_member: None,
+            open: None,
             failed: None,
             buf: Vec::new(),
         })
@@ -888,9 +888,10 @@ impl NpzWriter {
         if let Some(f) = &self.failed {
             return Err(self.usage(format!("writer unusable after an earlier error: {f}")));
         }
-        if let Some(m) = &self.open_member {
+        if let Some(a) = &self.open {
             return Err(self.usage(format!(
-                "streamed array '{m}' was not completed (ArrayWriter::finish not called)"
+                "streamed array '{}' was not completed (ArrayWriter::finish not called)",
+                a.member
             )));
         }
         Ok(())
@@ -1032,15 +1033,72 @@ impl NpzWriter {
         dtype: DType,
         shape: &[usize],
     ) -> Result<ArrayWriter<'_>> {
+        self.begin_streamed(name, dtype, shape)?;
+        Ok(ArrayWriter { writer: self })
+    }
+
+    /// [`NpzWriter::begin_array`] without the borrow: the array stays open in the writer
+    /// ([`NpzWriter::write_streamed`], [`NpzWriter::end_streamed`]), so that it can be
+    /// filled by whoever holds the writer, a piece at a time.
+    pub fn begin_streamed(&mut self, name: &str, dtype: DType, shape: &[usize]) -> Result<()> {
         let (member, bytes) = self.start_member(name, dtype, shape)?;
-        let total = bytes / dtype.size() as u64;
-        self.open_member = Some(member.clone());
-        Ok(ArrayWriter {
-            writer: self,
+        self.open = Some(OpenArray {
             member,
             dtype,
-            remaining: total,
-        })
+            remaining: bytes / dtype.size() as u64,
+        });
+        Ok(())
+    }
+
+    /// Appends elements (C order) to the open streamed array. `T` must match the
+    /// declared dtype and the total must not exceed the declared shape.
+    pub fn write_streamed<T: NpyElement>(&mut self, values: &[T]) -> Result<()> {
+        let Some(a) = &self.open else {
+            return Err(self.usage("no streamed array is open"));
+        };
+        if T::DTYPE != a.dtype {
+            return Err(self.usage(format!(
+                "array '{}' is {} but {} elements were written",
+                a.member,
+                a.dtype,
+                T::DTYPE
+            )));
+        }
+        let n = values.len() as u64;
+        if n > a.remaining {
+            return Err(self.usage(format!(
+                "array '{}': {} elements written but only {} remain in the declared shape",
+                a.member, n, a.remaining
+            )));
+        }
+        self.write_elements(values)?;
+        if let Some(a) = &mut self.open {
+            a.remaining -= n;
+        }
+        Ok(())
+    }
+
+    /// Elements the open streamed array still expects (0 when none is open).
+    pub fn streamed_remaining(&self) -> u64 {
+        self.open.as_ref().map_or(0, |a| a.remaining)
+    }
+
+    /// Completes the open streamed array; fails if elements are missing.
+    pub fn end_streamed(&mut self) -> Result<()> {
+        match &self.open {
+            None => Err(self.usage("no streamed array is open")),
+            Some(a) if a.remaining != 0 => {
+                let err = self.usage(format!(
+                    "array '{}' finished with {} elements missing",
+                    a.member, a.remaining
+                ));
+                self.fail(err)
+            }
+            Some(_) => {
+                self.open = None;
+                Ok(())
+            }
+        }
     }
 
     /// Writes the ZIP directory, syncs the file and renames it to the final
@@ -1184,56 +1242,37 @@ impl Seek for Sink {
     }
 }
 
+/// A streamed array of an [`NpzWriter`]: its member name, dtype and the elements it
+/// still expects.
+#[derive(Debug)]
+struct OpenArray {
+    member: String,
+    dtype: DType,
+    remaining: u64,
+}
+
 /// An array being streamed into an [`NpzWriter`]; see
 /// [`NpzWriter::begin_array`].
 #[derive(Debug)]
 pub struct ArrayWriter<'a> {
     writer: &'a mut NpzWriter,
-    member: String,
-    dtype: DType,
-    remaining: u64,
 }
 
 impl ArrayWriter<'_> {
     /// Appends elements (C order). `T` must match the declared dtype and the
     /// total must not exceed the declared shape.
     pub fn write<T: NpyElement>(&mut self, values: &[T]) -> Result<()> {
-        if T::DTYPE != self.dtype {
-            return Err(self.writer.usage(format!(
-                "array '{}' is {} but {} elements were written",
-                self.member,
-                self.dtype,
-                T::DTYPE
-            )));
-        }
-        let n = values.len() as u64;
-        if n > self.remaining {
-            return Err(self.writer.usage(format!(
-                "array '{}': {} elements written but only {} remain in the declared shape",
-                self.member, n, self.remaining
-            )));
-        }
-        self.writer.write_elements(values)?;
-        self.remaining -= n;
-        Ok(())
+        self.writer.write_streamed(values)
     }
 
     /// Elements still expected.
     pub fn remaining(&self) -> u64 {
-        self.remaining
+        self.writer.streamed_remaining()
     }
 
     /// Completes the array; fails if elements are missing.
     pub fn finish(self) -> Result<()> {
-        if self.remaining != 0 {
-            let err = self.writer.usage(format!(
-                "array '{}' finished with {} elements missing",
-                self.member, self.remaining
-            ));
-            return self.writer.fail(err);
-        }
-        self.writer.open_member = None;
-        Ok(())
+        self.writer.end_streamed()
     }
 }
 

@@ -110,29 +110,104 @@ pub fn layout_members<'a>(
     config_row: impl FnMut(usize, &mut Vec<f32>) + 'a,
 ) -> Vec<Member<'a>> {
     let c = config_runtime.len();
-    let nc = node_config_ids.len();
+    let mut m = layout_head(g, node_config_ids);
+    m.push(Member::new(
+        LAYOUT_ROWS,
+        layout_rows_shape(c, node_config_ids.len()),
+        Values::F32Rows(Box::new(config_row)),
+    ));
+    m.extend(layout_tail(&g.node_splits, config_runtime));
+    m
+}
+
+/// The member of a layout-collection file that holds a row a configuration.
+const LAYOUT_ROWS: &str = "node_config_feat";
+
+/// The shape of `node_config_feat` for `configs` rows of `nc` configurable nodes.
+fn layout_rows_shape(configs: usize, nc: usize) -> Vec<usize> {
+    vec![configs, nc, LAYOUT_CONFIG_FEATURES]
+}
+
+/// The members of a layout-collection file before `node_config_feat`.
+fn layout_head<'a>(g: &'a GraphEncoding, node_config_ids: &'a [i64]) -> Vec<Member<'a>> {
     let mut m = graph_members(g);
     m.push(Member::new(
         "node_config_ids",
-        vec![nc],
+        vec![node_config_ids.len()],
         Values::I64(node_config_ids),
     ));
-    m.push(Member::new(
-        "node_config_feat",
-        vec![c, nc, LAYOUT_CONFIG_FEATURES],
-        Values::F32Rows(Box::new(config_row)),
-    ));
-    m.push(Member::new(
-        "node_splits",
-        vec![1, g.node_splits.len()],
-        Values::I64(&g.node_splits),
-    ));
-    m.push(Member::new(
-        "config_runtime",
-        vec![c],
-        Values::I64(config_runtime),
-    ));
     m
+}
+
+/// The members of a layout-collection file after `node_config_feat`.
+fn layout_tail<'a>(node_splits: &'a [i64], config_runtime: &'a [i64]) -> Vec<Member<'a>> {
+    vec![
+        Member::new(
+            "node_splits",
+            vec![1, node_splits.len()],
+            Values::I64(node_splits),
+        ),
+        Member::new(
+            "config_runtime",
+            vec![config_runtime.len()],
+            Values::I64(config_runtime),
+        ),
+    ]
+}
+
+/// A layout-collection file written while its configurations are labelled: the
+/// members of [`layout_members`], in its order, the rows of `node_config_feat` as the
+/// configurations are drawn ([`LayoutFileStream::rows`]) and the runtimes once known
+/// ([`LayoutFileStream::finish`]). The rows count is fixed when the file is begun; a
+/// stream that gets fewer is not finished, and dropping it removes its temporary file.
+pub struct LayoutFileStream {
+    w: NpzWriter,
+    /// The graph's `node_splits`, written after the rows.
+    node_splits: Vec<i64>,
+    configs: usize,
+}
+
+impl LayoutFileStream {
+    /// Begins the file `path` of `configs` rows for graph `g`.
+    pub fn begin(
+        path: &Path,
+        compression: Compression,
+        g: &GraphEncoding,
+        node_config_ids: &[i64],
+        configs: usize,
+    ) -> Result<Self> {
+        let mut w = NpzWriter::create_with(path, compression)?;
+        for m in layout_head(g, node_config_ids) {
+            write_member(&mut w, m)?;
+        }
+        let shape = layout_rows_shape(configs, node_config_ids.len());
+        w.begin_streamed(LAYOUT_ROWS, DType::F32, &shape)?;
+        Ok(LayoutFileStream {
+            w,
+            node_splits: g.node_splits.clone(),
+            configs,
+        })
+    }
+
+    /// Appends rows of `node_config_feat` (whole rows, in order).
+    pub fn rows(&mut self, values: &[f32]) -> Result<()> {
+        self.w.write_streamed(values)
+    }
+
+    /// The rows count the file was begun with.
+    pub fn configs(&self) -> usize {
+        self.configs
+    }
+
+    /// Ends `node_config_feat`, writes the members after it with the runtimes and keeps
+    /// the file (checked against the schema first, as [`write_members`] does).
+    pub fn finish(mut self, config_runtime: &[i64]) -> Result<PathBuf> {
+        self.w.end_streamed()?;
+        for m in layout_tail(&self.node_splits, config_runtime) {
+            write_member(&mut self.w, m)?;
+        }
+        self.w.finish_valid()
+    }
 }
 
 /// Write `members` as the npz file `path` (checked against the schema before it is
@@ -144,25 +219,30 @@ pub fn write_members(
 ) -> Result<PathBuf> {
     let mut w = NpzWriter::create_with(path, compression)?;
     for m in members {
-        match m.values {
-            Values::F32(v) => w.add_slice(m.name, &m.shape, v)?,
-            Values::U8(v) => w.add_slice(m.name, &m.shape, v)?,
-            Values::I64(v) => w.add_slice(m.name, &m.shape, v)?,
-            Values::F32Rows(mut rows) => {
-                let count = m.shape.first().copied().unwrap_or(0);
-                let per: usize = m.shape.iter().skip(1).product();
-                let mut a = w.begin_array(m.name, DType::F32, &m.shape)?;
-                let mut row = Vec::with_capacity(per);
-                for j in 0..count {
-                    row.clear();
-                    rows(j, &mut row);
-                    a.write(&row)?;
-                }
-                a.finish()?;
-            }
-        }
+        write_member(&mut w, m)?;
     }
     w.finish_valid()
+}
+
+/// Write one member into `w`.
+fn write_member(w: &mut NpzWriter, m: Member<'_>) -> Result<()> {
+    match m.values {
+        Values::F32(v) => w.add_slice(m.name, &m.shape, v),
+        Values::U8(v) => w.add_slice(m.name, &m.shape, v),
+        Values::I64(v) => w.add_slice(m.name, &m.shape, v),
+        Values::F32Rows(mut rows) => {
+            let count = m.shape.first().copied().unwrap_or(0);
+            let per: usize = m.shape.iter().skip(1).product();
+            let mut a = w.begin_array(m.name, DType::F32, &m.shape)?;
+            let mut row = Vec::with_capacity(per);
+            for j in 0..count {
+                row.clear();
+                rows(j, &mut row);
+                a.write(&row)?;
+            }
+            a.finish()
+        }
+    }
 }
 
 /// A tile-collection file ([`tile_members`]).
