@@ -694,7 +694,7 @@ fn random_perm(rng: &mut SplitMix64, rank: usize) -> Dims {
         }
     }
     // Shuffled on the stack and copied once: the sampler draws a few thousand a
-    // configuration, and again when the file's rows are replayed.
+    // configuration.
     const SMALL: usize = 8;
     if rank <= SMALL {
         let mut v: [i64; SMALL] = std::array::from_fn(|i| i as i64);
@@ -994,8 +994,8 @@ impl<'m> LayoutJob<'m> {
         let per_module = o.configs.max(1) as u64;
         let noise = Noise { sigma: o.noise };
         // Label the configurations chunk by chunk (memory: one chunk), the threads
-        // sharing the module prepared once; the feature rows replay the same stream from
-        // its seed.
+        // sharing the module prepared once; the sample's feature rows replay the same
+        // stream from its seed (`LayoutSample::members`).
         let fresh = LayoutSampler::new(&ev, o.search, seed);
         let mut sampler = fresh.clone();
         let mut runtimes: Vec<i64> = Vec::new();
