@@ -417,6 +417,34 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
 mod tests {
     use super::*;
 
+    /// Layout assignment keeps the user lists up to date edge by edge as it inserts
+    /// copies: they are the lists built whole from the operands, in program order.
+    #[test]
+    fn inserted_copies_leave_the_user_lists_that_a_rebuild_makes() {
+        for (file, least) in [("resnet18_infer_b8.hlo", 100), ("mlp_train.hlo", 1)] {
+            let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let m = crate::hlo::parse_module(&path, &text).unwrap();
+            let p = PreparedModule::new(&m).unwrap();
+            let mut copies = 0;
+            for seed in 0..4 {
+                let config = CompilationConfig::random_layouts(&m, seed);
+                let resolved = config::resolve(&m, &p.flat.table, &config, &p.names).unwrap();
+                let mut s = p.take_scratch();
+                copies += layout::assign(&mut s.flat, &resolved, &mut s.layout).copies;
+                for fc in &s.flat.comps {
+                    let mut whole = fc.clone();
+                    whole.rebuild_users();
+                    for (k, (a, b)) in fc.nodes.iter().zip(&whole.nodes).enumerate() {
+                        assert_eq!(a.users, b.users, "{file} seed {seed}: node {k}");
+                    }
+                }
+                p.give_back(s);
+            }
+            assert!(copies >= least, "{file}: {copies} copies");
+        }
+    }
+
     /// The compilation the labels take ([`PreparedModule::compile_bodies_for_cost`]) is
     /// [`PreparedModule::compile_bodies`] with the kernels' physical shapes left out.
     #[test]
