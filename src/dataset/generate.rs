@@ -20,10 +20,13 @@
 //! otherwise is made again; an interrupted run resumes module by module. Every npz file
 //! passes the TpuGraphs schema check before it is renamed into place.
 //!
-//! The samples themselves are made in memory first ([`TileKernels::sample`],
-//! [`layout_sample`]): a [`TileSample`] or [`LayoutSample`] lists its arrays
-//! ([`super::write::Member`]), which the file writer streams into the npz and the Python
-//! package turns into numpy arrays, so both come from one code path. Progress goes to a
+//! The samples themselves are made in memory ([`TileKernels::sample`], [`layout_sample`]):
+//! a [`TileSample`] or [`LayoutSample`] lists its arrays ([`super::write::Member`]), which
+//! the file writer streams into the npz and the Python package turns into numpy arrays.
+//! A layout file is written while its configurations are labelled instead
+//! ([`super::write::LayoutFileStream`]): the same members in the same order, each row
+//! of `node_config_feat` from its configuration as drawn, where the sample replays the
+//! rows from the sampler's seed (the same bytes; `tests/generate.rs`). Progress goes to a
 //! [`GenProgress`] (the CLI draws it on stderr; the Python package calls back; or
 //! [`NoProgress`]); errors are [`GenError`].
 
