@@ -565,7 +565,7 @@ impl TileKernels {
         progress: &dyn GenProgress,
     ) -> Result<Vec<TileSample>, GenError> {
         progress.grow(self.len() as u64);
-        // one kernel a task (as in `layout_sample_ev`): no core waits on a long share
+        // one kernel a task (as in `LayoutJob::label`): no core waits on a long share
         let r: Vec<Option<TileSample>> = (0..self.len())
             .into_par_iter()
             .with_max_len(1)
@@ -616,7 +616,7 @@ pub fn generate_tile(
         create_dir(&dir)?;
         let kernels = TileKernels::new(input)?;
         progress.grow(kernels.len() as u64);
-        // one kernel a task (as in `layout_sample_ev`)
+        // one kernel a task (as in `LayoutJob::label`)
         let results: Vec<Result<Option<TileFile>, GenError>> = (0..kernels.len())
             .into_par_iter()
             .with_max_len(1)
@@ -1064,19 +1064,6 @@ impl<'m> LayoutJob<'m> {
     }
 }
 
-/// The layout sample of `input` under `o` (`None` when the module has no configurable
-/// node), with the evaluator that found its nodes ([`LayoutJob::label`]).
-fn layout_sample_ev(
-    input: &Input,
-    o: &SampleOptions,
-    progress: &dyn GenProgress,
-) -> Result<Option<(LayoutSample, LayoutEvaluator)>, GenError> {
-    match LayoutJob::new(input, o, progress)? {
-        Some(job) => job.label(o, progress, &mut |_| Ok(())).map(Some),
-        None => Ok(None),
-    }
-}
-
 /// The layout sample of `input` under `o`, in memory (`None` when the module has no
 /// configurable node): what [`generate_layout`] writes as the module's npz file.
 /// `progress` grows by `o.configs` and advances by one per configuration labelled.
@@ -1087,7 +1074,10 @@ pub fn layout_sample(
 ) -> Result<Option<LayoutSample>, GenError> {
     o.check()?;
     progress.grow(o.configs.max(1) as u64);
-    Ok(layout_sample_ev(input, o, progress)?.map(|(s, _)| s))
+    match LayoutJob::new(input, o, progress)? {
+        Some(job) => Ok(Some(job.label(o, progress, &mut |_| Ok(()))?.0)),
+        None => Ok(None),
+    }
 }
 
 /// The raw TpuGraphs twin of a layout sample (`--pb`): the module, one run per
