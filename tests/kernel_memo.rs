@@ -110,11 +110,13 @@ fn check_module(what: &str, m: &Module, configs: usize) -> (usize, usize, usize)
 
 #[test]
 fn memo_changes_nothing_on_the_samples() {
-    for (name, configs) in [
-        ("resnet18_infer_b8", 12),
-        ("mlp_train", 12),
-        ("bert_base_infer_b8s128", 6),
-        ("resnet50_train_b8", 4),
+    // (module, configurations, whether it has kernels of more than
+    // `KernelTimes::MAX_BODY` instructions)
+    for (name, configs, big) in [
+        ("resnet18_infer_b8", 12, true),
+        ("mlp_train", 12, false),
+        ("bert_base_infer_b8s128", 6, false),
+        ("resnet50_train_b8", 4, true),
     ] {
         let m = common::load_sample(&format!("{name}.hlo"));
         let (lowered, remembered, timed) = check_module(name, &m, configs);
@@ -123,9 +125,14 @@ fn memo_changes_nothing_on_the_samples() {
             remembered < lowered,
             "{name}: {remembered} bodies remembered for {lowered} kernels"
         );
-        // only the small bodies are timed
+        // only the small bodies are timed (resnet18_infer_b8: 1,537 of 1,560;
+        // resnet50_train_b8: 3,786 of 3,997; the other two: all)
         assert!(
-            timed < remembered,
+            if big {
+                timed < remembered
+            } else {
+                timed == remembered
+            },
             "{name}: {timed} bodies timed, {remembered} remembered"
         );
     }
@@ -283,4 +290,62 @@ fn equal_shape_ids_are_equal_shapes() {
         "{} ids in all, {in_default} in the default compilation",
         seen.len()
     );
+}
+
+/// Two layers that differ in names, metadata and the name of their reducer only: the
+/// memo and the table key their kernels by content, so the second layer's kernel is the
+/// first's, and the program is still the program.
+#[test]
+fn equal_layers_share_one_remembered_kernel() {
+    let text = r#"
+HloModule two
+
+add_a {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+add_b {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT t = f32[] add(p, q)
+}
+
+ENTRY e {
+  p0 = f32[64,128] parameter(0)
+  p1 = f32[64,128] parameter(1)
+  z = f32[] constant(0)
+  e0 = f32[64,128] exponential(p0), metadata={op_name="layer0/exp"}
+  r0 = f32[64] reduce(e0, z), dimensions={1}, to_apply=add_a, metadata={op_name="layer0/sum"}
+  e1 = f32[64,128] exponential(p1), metadata={op_name="layer1/exp"}
+  r1 = f32[64] reduce(e1, z), dimensions={1}, to_apply=add_b, metadata={op_name="layer1/sum"}
+  ROOT t = (f32[64], f32[64]) tuple(r0, r1)
+}
+"#;
+    let m = parse_module("two.hlo", text).unwrap();
+    let prepared = PreparedModule::new(&m).unwrap();
+    let v3 = TpuTarget::v3();
+    let memo = KernelMemo::new(&m, &v3);
+    let times = KernelTimes::new(&m, &v3);
+    let cfg = CompilationConfig::default();
+    let plain = compile_program(&prepared, &cfg).unwrap();
+    let kept = compile_program_with(&prepared, &cfg, Some(&memo)).unwrap();
+    assert_same_program("two layers", &plain.program, &kept.program);
+    // one kernel a layer, named after its own layer
+    let names: Vec<&str> = kept
+        .program
+        .kernels
+        .iter()
+        .map(|k| &*k.lowered.desc().name)
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_ne!(names[0], names[1]);
+    assert_eq!(memo.len(), 1);
+    let exact = recompiled_ns(&prepared, &cfg, &v3).unwrap();
+    assert_eq!(
+        timed_ns(&prepared, &cfg, &times).unwrap().to_bits(),
+        exact.to_bits()
+    );
+    assert_eq!(times.len(), 1);
 }

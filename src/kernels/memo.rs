@@ -5,15 +5,15 @@
 //! kernels of an earlier one. [`KernelMemo`] keeps what lowering made of each kernel
 //! body it has seen, and the body's default-tile evaluation on the memo's target, under
 //! a key that holds the body's whole content: every instruction's opcode, laid-out
-//! shape (by the input shape it lays out, an address in the input module, and its
-//! packed layout, the identity the compiler's shape cache uses; by value for a shape
-//! the compiler made), attributes (by identity in the input module, or by value),
-//! operand positions and parameter number, and the body's root and leaves. Lowering
-//! reads nothing else of a body (`lower::lower_body`), so a body with an equal key
-//! lowers to an equal kernel: a remembered kernel is the kernel, not an approximation
-//! of it. Keys are compared in full (no hash stands for a key). The kernel's own names
-//! (its instruction's and its hero's) are the only part that differs between equal
-//! bodies, and are set per use.
+//! shape (by the content id of the input shape it lays out and its packed layout; by
+//! value for a shape the compiler made), attributes (by the content id of the input
+//! instruction's, or by value), operand positions and parameter number, and the body's
+//! root and leaves. A content id ([`super::content`]) numbers equal values once, so
+//! equal bodies of different layers have one key. Lowering reads nothing else of a
+//! body (`lower::lower_body`), so a body with an equal key lowers to an equal kernel: a
+//! remembered kernel is the kernel, not an approximation of it. Keys are compared in
+//! full (no hash stands for a key). The kernel's own names (its instruction's and its
+//! hero's) are the only part that differs between equal bodies, and are set per use.
 //!
 //! `Sync`: one memo serves every thread compiling configurations of its module.
 
@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::content::ContentIds;
 use super::kept::Kept;
 use super::lower::{lower_body, lower_body_at, LowerError, LoweredKernel};
 use crate::ir::{Attrs, Module};
@@ -54,6 +55,8 @@ fn held<S>(shards: &[Mutex<S>], len: impl Fn(&S) -> usize) -> usize {
 pub struct KernelMemo {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
+    /// Content ids of the module's shapes and attributes, for keys.
+    ids: ContentIds,
     target: Arc<TpuTarget>,
     shards: Vec<Mutex<Shard>>,
     /// Bodies remembered per shard at most; a full shard forgets everything it holds and
@@ -94,6 +97,7 @@ impl KernelMemo {
     pub fn with_capacity(module: &Module, target: &TpuTarget, bodies: usize) -> Self {
         KernelMemo {
             module: module_id(module),
+            ids: ContentIds::of(module),
             target: Arc::new(target.clone()),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: bodies.div_ceil(SHARDS).max(1),
@@ -161,7 +165,7 @@ impl KernelMemo {
         name: &str,
         key: &mut Vec<u8>,
     ) -> Result<Found, LowerError> {
-        if !self.is_for(module) || !body_key(body, key) {
+        if !self.is_for(module) || !body_key(body, &self.ids, key) {
             return Ok(Found::Lowered(
                 lower_body(module, body, name)?.map(Box::new),
             ));
@@ -191,11 +195,12 @@ impl KernelMemo {
 /// part of a [`KernelMemo`] that pays when configurations set every tensor (the
 /// `random` search), where most kernels are new and keeping them costs more than
 /// their hits save. A body of at most [`KernelTimes::MAX_BODY`] instructions (the
-/// copies layout assignment inserts, a lone elementwise op or reduction) is keyed by
-/// its whole content, as the memo keys it (compared in full), and keeps its kernel's
-/// time under its default tile alone (`None`: the body is no kernel), a few dozen
-/// bytes where the memo keeps the kernel. Such bodies recur across configurations: a
-/// copy is its tensor and its two layouts. It also keeps the time of each kernel class
+/// copies layout assignment inserts, a lone elementwise op or reduction, a
+/// normalisation's or an activation's fusion) is keyed by its whole content, as the
+/// memo keys it (compared in full), and keeps its kernel's time under its default tile
+/// alone (`None`: the body is no kernel), a few dozen bytes where the memo keeps the
+/// kernel. Such bodies recur across configurations and across the equal layers of a
+/// model: a copy is its tensor and its two layouts. It also keeps the time of each kernel class
 /// lowered from the other bodies, under the class's structure key
 /// ([`super::program::structure_key`]: what the cost model reads of a kernel, compared
 /// in full), since a bigger kernel's lowered structure recurs more often than its body.
@@ -204,6 +209,8 @@ impl KernelMemo {
 pub struct KernelTimes {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
+    /// Content ids of the module's shapes and attributes, for keys.
+    ids: ContentIds,
     target: TpuTarget,
     /// Times of small bodies, by body key ([`KernelTimes::append_key`]).
     bodies: Mutex<Kept<Option<f64>>>,
@@ -213,15 +220,19 @@ pub struct KernelTimes {
 }
 
 impl KernelTimes {
-    /// Instructions (leaves included) of the largest body kept.
-    pub const MAX_BODY: usize = 8;
+    /// Instructions (leaves included) of the largest body kept. Random configurations
+    /// of ResNet-50 training: of the bodies of 33 instructions or more, few recur, and
+    /// keying them costs more than finding the few saves (`docs/generation.md`, the
+    /// eleventh round).
+    pub const MAX_BODY: usize = 32;
 
     /// An empty table for the compilations of `module` on `target`; it keeps up to
-    /// 524,288 bodies (two generations of 262,144; a few hundred bytes each) and
+    /// 524,288 bodies (two generations of 262,144; up to about a kilobyte each) and
     /// 262,144 classes (two generations of 131,072; about 200 bytes each).
     pub fn new(module: &Module, target: &TpuTarget) -> Self {
         KernelTimes {
             module: module_id(module),
+            ids: ContentIds::of(module),
             target: target.clone(),
             bodies: Mutex::new(Kept::new(1 << 18)),
             classes: Mutex::new(Kept::new(1 << 17)),
@@ -254,9 +265,9 @@ impl KernelTimes {
 
     /// Appends the key of `body` to `keys` when the table keeps bodies like it (small,
     /// and keyed by the memo's rules); else leaves `keys` as it was.
-    pub(crate) fn append_key(body: KernelBody<'_>, keys: &mut Vec<u8>) -> bool {
+    pub(crate) fn append_key(&self, body: KernelBody<'_>, keys: &mut Vec<u8>) -> bool {
         let at = keys.len();
-        if body.instrs.len() <= Self::MAX_BODY && write_body_key(body, keys) {
+        if body.instrs.len() <= Self::MAX_BODY && write_body_key(body, &self.ids, keys) {
             return true;
         }
         keys.truncate(at);
@@ -341,14 +352,41 @@ const TUPLE_INDEX: u8 = 6;
 
 const SHAPE_ID: u8 = 7;
 const SHAPE: u8 = 8;
+/// Added to a tag whose value is a content id ([`ContentIds`]) rather than an address.
+const CONTENT: u8 = 16;
+const SHAPE_CONTENT: u8 = SHAPE_ID + CONTENT;
+
+/// Input attributes into a key, tagged `tag`: by their content id, or by address when
+/// they have none (the same address is the same attributes while the input module is
+/// borrowed).
+fn attrs_key(tag: u8, a: &Attrs, ids: &ContentIds, out: &mut Vec<u8>) {
+    match ids.attrs(a) {
+        Some(id) => {
+            out.push(tag + CONTENT);
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        None => {
+            out.push(tag);
+            out.extend_from_slice(&(a as *const Attrs as usize).to_le_bytes());
+        }
+    }
+}
 
 /// A body node's laid-out shape, into a key: its id when it has one (two words), else
 /// the whole shape.
-fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, out: &mut Vec<u8>) {
+fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, ids: &ContentIds, out: &mut Vec<u8>) {
     match n.shape_id {
         Some((at, layout)) => {
-            out.push(SHAPE_ID);
-            out.extend_from_slice(&at.to_le_bytes());
+            match ids.shape(at) {
+                Some(id) => {
+                    out.push(SHAPE_CONTENT);
+                    out.extend_from_slice(&id.to_le_bytes());
+                }
+                None => {
+                    out.push(SHAPE_ID);
+                    out.extend_from_slice(&at.to_le_bytes());
+                }
+            }
             out.extend_from_slice(&layout.to_le_bytes());
         }
         None => {
@@ -362,13 +400,13 @@ fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, out: &mut Vec<u8>) {
 /// reads of it. False when the body holds attributes the compiler made (other than
 /// none, or a tuple index), which the key does not name: such a body is lowered every
 /// time.
-fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
+fn body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> bool {
     out.clear();
-    write_body_key(body, out)
+    write_body_key(body, ids, out)
 }
 
 /// [`body_key`] appended to `out` (on false, `out` holds part of a key).
-fn write_body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
+fn write_body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&body.root.to_le_bytes());
     out.extend_from_slice(&body.leaves.to_le_bytes());
     out.push(body.single as u8);
@@ -380,7 +418,7 @@ fn write_body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
             // (its attributes are the parameter number's)
             out.push(PARAMETER);
             out.extend_from_slice(&p.to_le_bytes());
-            shape_key(n, out);
+            shape_key(n, ids, out);
             continue;
         }
         out.push(INSTRUCTION);
@@ -389,18 +427,12 @@ fn write_body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
             .map(|o| o as u16 + 1)
             .unwrap_or(0)
             .hash(&mut Recorder(out));
-        shape_key(n, out);
+        shape_key(n, ids, out);
         match &n.attrs {
-            // the input module's attributes: the same address is the same attributes
-            BodyAttrs::Input(a) => {
-                out.push(INPUT_ATTRS);
-                out.extend_from_slice(&(*a as *const _ as usize).to_le_bytes());
-            }
+            // the input module's attributes, by content
+            BodyAttrs::Input(a) => attrs_key(INPUT_ATTRS, a, ids, out),
             // the input's without `dimensions`: a function of the input's
-            BodyAttrs::Stripped(a, _) => {
-                out.push(STRIPPED_ATTRS);
-                out.extend_from_slice(&(*a as *const _ as usize).to_le_bytes());
-            }
+            BodyAttrs::Stripped(a, _) => attrs_key(STRIPPED_ATTRS, a, ids, out),
             BodyAttrs::Own(a) if a.is_unset() => out.push(NO_ATTRS),
             // an instruction the compiler made: a tuple index at most (a
             // get-tuple-element), else the body is not remembered

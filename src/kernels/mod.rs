@@ -13,6 +13,7 @@
 //!
 //! [`KernelDesc`]: crate::tpu::KernelDesc
 
+mod content;
 mod kept;
 pub mod lower;
 pub mod memo;

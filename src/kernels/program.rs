@@ -271,7 +271,7 @@ pub(crate) fn timed_total_ns(
         .iter()
         .map(|body| {
             let at = keys.len();
-            let kept = KernelTimes::append_key(body, &mut keys);
+            let kept = times.append_key(body, &mut keys);
             if at == 0 && kept {
                 // room for as many keys as long as the first, not a doubling a few bodies
                 keys.reserve(keys.len() * c.bodies.len());
