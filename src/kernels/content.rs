@@ -37,8 +37,59 @@ const MAX_DEPTH: usize = 64;
 /// module documentation).
 #[derive(Debug)]
 pub(crate) struct ContentIds {
-    shapes: HashMap<usize, u32, FixedState>,
-    attrs: HashMap<usize, u32, FixedState>,
+    shapes: AddrMap,
+    attrs: AddrMap,
+}
+
+/// Ids by address, for the keys' lookups (two an instruction of every body keyed): an
+/// open-addressing table at most a quarter full (linear probing; 0, which no address
+/// is, marks an empty slot), so that a lookup is a multiply and one or two reads.
+#[derive(Debug)]
+struct AddrMap {
+    slots: Vec<(usize, u32)>,
+    mask: usize,
+}
+
+impl AddrMap {
+    fn new(ids: &HashMap<usize, u32, FixedState>) -> Self {
+        let n = (ids.len() * 4).next_power_of_two().max(16);
+        let mut map = AddrMap {
+            slots: vec![(0, 0); n],
+            mask: n - 1,
+        };
+        for (&at, &id) in ids {
+            let mut i = map.home(at);
+            while map.slots[i].0 != 0 {
+                i = (i + 1) & map.mask;
+            }
+            map.slots[i] = (at, id);
+        }
+        map
+    }
+
+    /// Where the search for `at` starts (allocations are 8-byte aligned: the low bits
+    /// say nothing).
+    fn home(&self, at: usize) -> usize {
+        ((at as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & self.mask
+    }
+
+    #[inline]
+    fn get(&self, at: usize) -> Option<u32> {
+        if at == 0 {
+            return None;
+        }
+        let mut i = self.home(at);
+        loop {
+            let (k, id) = self.slots[i];
+            if k == at {
+                return Some(id);
+            }
+            if k == 0 {
+                return None;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
 }
 
 impl ContentIds {
@@ -51,33 +102,41 @@ impl ContentIds {
             texts: HashMap::new(),
             shape_ids: HashMap::new(),
             next: 0,
-            out: ContentIds {
-                shapes: HashMap::default(),
-                attrs: HashMap::default(),
-            },
+            shapes: HashMap::default(),
+            attrs: HashMap::default(),
         };
         for ci in 0..m.computations.len() {
             b.comp(ci, 0);
         }
-        b.out
+        ContentIds {
+            shapes: AddrMap::new(&b.shapes),
+            attrs: AddrMap::new(&b.attrs),
+        }
     }
 
     /// The id of the shape at `at` (the address of an input instruction's shape), if
     /// it is one.
+    #[inline]
     pub(crate) fn shape(&self, at: usize) -> Option<u32> {
-        self.shapes.get(&at).copied()
+        self.shapes.get(at)
     }
 
     /// The id of `a`, if they are an input instruction's attributes.
+    #[inline]
     pub(crate) fn attrs(&self, a: &Attrs) -> Option<u32> {
-        self.attrs.get(&(a as *const Attrs as usize)).copied()
+        self.attrs.get(a as *const Attrs as usize)
     }
 
     /// Distinct shapes and distinct attributes numbered.
     #[cfg(test)]
     fn distinct(&self) -> (usize, usize) {
-        let count = |m: &HashMap<usize, u32, FixedState>| {
-            m.values().collect::<std::collections::HashSet<_>>().len()
+        let count = |m: &AddrMap| {
+            m.slots
+                .iter()
+                .filter(|s| s.0 != 0)
+                .map(|s| s.1)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
         };
         (count(&self.shapes), count(&self.attrs))
     }
@@ -96,7 +155,9 @@ struct Builder<'m> {
     shape_ids: HashMap<&'m Shape, u32>,
     /// The next id.
     next: u32,
-    out: ContentIds,
+    /// Ids of the shapes and of the attributes numbered, by address.
+    shapes: HashMap<usize, u32, FixedState>,
+    attrs: HashMap<usize, u32, FixedState>,
 }
 
 impl<'m> Builder<'m> {
@@ -119,13 +180,13 @@ impl<'m> Builder<'m> {
     fn shape(&mut self, s: &'m Shape) -> u32 {
         let n = self.shape_ids.len() as u32;
         let id = *self.shape_ids.entry(s).or_insert(n);
-        self.out.shapes.insert(s as *const Shape as usize, id);
+        self.shapes.insert(s as *const Shape as usize, id);
         id
     }
 
     fn attrs(&mut self, a: &'m Attrs, depth: usize) -> u32 {
         let at = a as *const Attrs as usize;
-        if let Some(&id) = self.out.attrs.get(&at) {
+        if let Some(&id) = self.attrs.get(&at) {
             return id;
         }
         let mut c = a.clone();
@@ -137,7 +198,7 @@ impl<'m> Builder<'m> {
             *callee = self.comp(*callee, depth + 1) as CompId;
         }
         let id = self.text_id(format!("a{c:?}"));
-        self.out.attrs.insert(at, id);
+        self.attrs.insert(at, id);
         id
     }
 

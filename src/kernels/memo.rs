@@ -356,41 +356,78 @@ const SHAPE: u8 = 8;
 const CONTENT: u8 = 16;
 const SHAPE_CONTENT: u8 = SHAPE_ID + CONTENT;
 
+/// One instruction's part of a key, gathered on the stack and appended at once (a key
+/// is written for every body of up to [`KernelTimes::MAX_BODY`] instructions of every
+/// configuration: appending its few fields one by one to the key cost more than the
+/// fields).
+struct Record {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Record {
+    fn new() -> Self {
+        Record {
+            buf: [0; 40],
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        self.buf[self.len..self.len + N].copy_from_slice(&bytes);
+        self.len += N;
+    }
+
+    fn append_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf[..self.len]);
+    }
+}
+
 /// Input attributes into a key, tagged `tag`: by their content id, or by address when
 /// they have none (the same address is the same attributes while the input module is
 /// borrowed).
-fn attrs_key(tag: u8, a: &Attrs, ids: &ContentIds, out: &mut Vec<u8>) {
+#[inline]
+fn attrs_key(tag: u8, a: &Attrs, ids: &ContentIds, r: &mut Record) {
     match ids.attrs(a) {
         Some(id) => {
-            out.push(tag + CONTENT);
-            out.extend_from_slice(&id.to_le_bytes());
+            r.put([tag + CONTENT]);
+            r.put(id.to_le_bytes());
         }
         None => {
-            out.push(tag);
-            out.extend_from_slice(&(a as *const Attrs as usize).to_le_bytes());
+            r.put([tag]);
+            r.put((a as *const Attrs as usize).to_le_bytes());
         }
     }
 }
 
 /// A body node's laid-out shape, into a key: its id when it has one (two words), else
-/// the whole shape.
-fn shape_key(n: &crate::passes::kernel::BodyNode<'_>, ids: &ContentIds, out: &mut Vec<u8>) {
+/// the whole shape (into `out`, after `r`'s bytes).
+#[inline]
+fn shape_key(
+    n: &crate::passes::kernel::BodyNode<'_>,
+    ids: &ContentIds,
+    r: &mut Record,
+    out: &mut Vec<u8>,
+) {
     match n.shape_id {
         Some((at, layout)) => {
             match ids.shape(at) {
                 Some(id) => {
-                    out.push(SHAPE_CONTENT);
-                    out.extend_from_slice(&id.to_le_bytes());
+                    r.put([SHAPE_CONTENT]);
+                    r.put(id.to_le_bytes());
                 }
                 None => {
-                    out.push(SHAPE_ID);
-                    out.extend_from_slice(&at.to_le_bytes());
+                    r.put([SHAPE_ID]);
+                    r.put(at.to_le_bytes());
                 }
             }
-            out.extend_from_slice(&layout.to_le_bytes());
+            r.put(layout.to_le_bytes());
         }
         None => {
-            out.push(SHAPE);
+            r.put([SHAPE]);
+            r.append_to(out);
+            r.len = 0;
             n.shape.hash(&mut Recorder(out));
         }
     }
@@ -413,27 +450,31 @@ fn write_body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> 
     out.extend_from_slice(&(body.instrs.len() as u32).to_le_bytes());
     for b in body.instrs {
         let n = &body.nodes[b.node as usize];
+        let mut r = Record::new();
         if let Some(p) = b.parameter.get() {
             // a fusion parameter: its number and the shape of the value it stands for
             // (its attributes are the parameter number's)
-            out.push(PARAMETER);
-            out.extend_from_slice(&p.to_le_bytes());
-            shape_key(n, ids, out);
+            r.put([PARAMETER]);
+            r.put(p.to_le_bytes());
+            shape_key(n, ids, &mut r, out);
+            r.append_to(out);
             continue;
         }
-        out.push(INSTRUCTION);
-        out.extend_from_slice(&(n.opcode as u16).to_le_bytes());
-        n.async_wrapped
-            .map(|o| o as u16 + 1)
-            .unwrap_or(0)
-            .hash(&mut Recorder(out));
-        shape_key(n, ids, out);
+        r.put([INSTRUCTION]);
+        r.put((n.opcode as u16).to_le_bytes());
+        r.put(
+            n.async_wrapped
+                .map(|o| o as u16 + 1)
+                .unwrap_or(0)
+                .to_le_bytes(),
+        );
+        shape_key(n, ids, &mut r, out);
         match &n.attrs {
             // the input module's attributes, by content
-            BodyAttrs::Input(a) => attrs_key(INPUT_ATTRS, a, ids, out),
+            BodyAttrs::Input(a) => attrs_key(INPUT_ATTRS, a, ids, &mut r),
             // the input's without `dimensions`: a function of the input's
-            BodyAttrs::Stripped(a, _) => attrs_key(STRIPPED_ATTRS, a, ids, out),
-            BodyAttrs::Own(a) if a.is_unset() => out.push(NO_ATTRS),
+            BodyAttrs::Stripped(a, _) => attrs_key(STRIPPED_ATTRS, a, ids, &mut r),
+            BodyAttrs::Own(a) if a.is_unset() => r.put([NO_ATTRS]),
             // an instruction the compiler made: a tuple index at most (a
             // get-tuple-element), else the body is not remembered
             BodyAttrs::Own(a) => {
@@ -444,11 +485,14 @@ fn write_body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> 
                 if **a != only_index {
                     return false;
                 }
-                out.push(TUPLE_INDEX);
+                r.put([TUPLE_INDEX]);
+                r.append_to(out);
+                r.len = 0;
                 a.tuple_index.hash(&mut Recorder(out));
             }
         }
-        out.extend_from_slice(&(b.operands.len() as u32).to_le_bytes());
+        r.put((b.operands.len() as u32).to_le_bytes());
+        r.append_to(out);
         for o in &b.operands {
             out.extend_from_slice(&(o.index() as u32).to_le_bytes());
         }
