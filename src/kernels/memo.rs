@@ -5,15 +5,22 @@
 //! kernels of an earlier one. [`KernelMemo`] keeps what lowering made of each kernel
 //! body it has seen, and the body's default-tile evaluation on the memo's target, under
 //! a key that holds the body's whole content: every instruction's opcode, laid-out
-//! shape (by the content id of the input shape it lays out and its packed layout; by
-//! value for a shape the compiler made), attributes (by the content id of the input
-//! instruction's, or by value), operand positions and parameter number, and the body's
-//! root and leaves. A content id ([`super::content`]) numbers equal values once, so
-//! equal bodies of different layers have one key. Lowering reads nothing else of a
-//! body (`lower::lower_body`), so a body with an equal key lowers to an equal kernel: a
-//! remembered kernel is the kernel, not an approximation of it. Keys are compared in
-//! full (no hash stands for a key). The kernel's own names (its instruction's and its
-//! hero's) are the only part that differs between equal bodies, and are set per use.
+//! shape (by the input shape it lays out, an address in the input module, and its
+//! packed layout, the identity the compiler's shape cache uses; by value for a shape
+//! the compiler made), attributes (by identity in the input module, or by value),
+//! operand positions and parameter number, and the body's root and leaves. Lowering
+//! reads nothing else of a body (`lower::lower_body`), so a body with an equal key
+//! lowers to an equal kernel: a remembered kernel is the kernel, not an approximation
+//! of it. Keys are compared in full (no hash stands for a key). The kernel's own names
+//! (its instruction's and its hero's) are the only part that differs between equal
+//! bodies, and are set per use.
+//!
+//! [`KernelTimes`] writes the same keys with each input shape and set of attributes
+//! named by its content id instead ([`super::content`]: equal values, one id), so that
+//! equal bodies of different layers have one key. The memo, whose `default` search
+//! changes a few tensors a configuration and finds nearly every kernel anyway, keys by
+//! address: looking the ids up cost it more than the layers' sharing saved (200
+//! configurations of ResNet-50 training: 2.7 % more instructions).
 //!
 //! `Sync`: one memo serves every thread compiling configurations of its module.
 
@@ -55,8 +62,6 @@ fn held<S>(shards: &[Mutex<S>], len: impl Fn(&S) -> usize) -> usize {
 pub struct KernelMemo {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
-    /// Content ids of the module's shapes and attributes, for keys.
-    ids: ContentIds,
     target: Arc<TpuTarget>,
     shards: Vec<Mutex<Shard>>,
     /// Bodies remembered per shard at most; a full shard forgets everything it holds and
@@ -97,7 +102,6 @@ impl KernelMemo {
     pub fn with_capacity(module: &Module, target: &TpuTarget, bodies: usize) -> Self {
         KernelMemo {
             module: module_id(module),
-            ids: ContentIds::of(module),
             target: Arc::new(target.clone()),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             per_shard: bodies.div_ceil(SHARDS).max(1),
@@ -165,7 +169,7 @@ impl KernelMemo {
         name: &str,
         key: &mut Vec<u8>,
     ) -> Result<Found, LowerError> {
-        if !self.is_for(module) || !body_key(body, &self.ids, key) {
+        if !self.is_for(module) || !body_key(body, None, key) {
             return Ok(Found::Lowered(
                 lower_body(module, body, name)?.map(Box::new),
             ));
@@ -209,8 +213,10 @@ impl KernelMemo {
 pub struct KernelTimes {
     /// Identity of the module the bodies' attributes point into.
     module: usize,
-    /// Content ids of the module's shapes and attributes, for keys.
-    ids: ContentIds,
+    /// Content ids of the module's shapes and attributes, for keys: numbered when the
+    /// first key is written (a table that keys nothing, as in the `default` search,
+    /// costs nothing).
+    ids: OnceLock<ContentIds>,
     target: TpuTarget,
     /// Times of small bodies, by body key ([`KernelTimes::append_key`]).
     bodies: Mutex<Kept<Option<f64>>>,
@@ -232,7 +238,7 @@ impl KernelTimes {
     pub fn new(module: &Module, target: &TpuTarget) -> Self {
         KernelTimes {
             module: module_id(module),
-            ids: ContentIds::of(module),
+            ids: OnceLock::new(),
             target: target.clone(),
             bodies: Mutex::new(Kept::new(1 << 18)),
             classes: Mutex::new(Kept::new(1 << 17)),
@@ -247,6 +253,12 @@ impl KernelTimes {
     /// Whether this table was made for `module`.
     pub fn is_for(&self, module: &Module) -> bool {
         self.module == module_id(module)
+    }
+
+    /// The content ids of `module` (the table's: see [`KernelTimes::is_for`]) that its
+    /// keys name shapes and attributes by, numbered on first use.
+    pub(crate) fn content_ids(&self, module: &Module) -> &ContentIds {
+        self.ids.get_or_init(|| ContentIds::of(module))
     }
 
     /// Bodies kept now (0 if a thread panicked holding the table).
@@ -265,9 +277,9 @@ impl KernelTimes {
 
     /// Appends the key of `body` to `keys` when the table keeps bodies like it (small,
     /// and keyed by the memo's rules); else leaves `keys` as it was.
-    pub(crate) fn append_key(&self, body: KernelBody<'_>, keys: &mut Vec<u8>) -> bool {
+    pub(crate) fn append_key(body: KernelBody<'_>, ids: &ContentIds, keys: &mut Vec<u8>) -> bool {
         let at = keys.len();
-        if body.instrs.len() <= Self::MAX_BODY && write_body_key(body, &self.ids, keys) {
+        if body.instrs.len() <= Self::MAX_BODY && write_body_key(body, Some(ids), keys) {
             return true;
         }
         keys.truncate(at);
@@ -388,8 +400,8 @@ impl Record {
 /// they have none (the same address is the same attributes while the input module is
 /// borrowed).
 #[inline]
-fn attrs_key(tag: u8, a: &Attrs, ids: &ContentIds, r: &mut Record) {
-    match ids.attrs(a) {
+fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
+    match ids.and_then(|ids| ids.attrs(a)) {
         Some(id) => {
             r.put([tag + CONTENT]);
             r.put(id.to_le_bytes());
@@ -406,13 +418,13 @@ fn attrs_key(tag: u8, a: &Attrs, ids: &ContentIds, r: &mut Record) {
 #[inline]
 fn shape_key(
     n: &crate::passes::kernel::BodyNode<'_>,
-    ids: &ContentIds,
+    ids: Option<&ContentIds>,
     r: &mut Record,
     out: &mut Vec<u8>,
 ) {
     match n.shape_id {
         Some((at, layout)) => {
-            match ids.shape(at) {
+            match ids.and_then(|ids| ids.shape(at)) {
                 Some(id) => {
                     r.put([SHAPE_CONTENT]);
                     r.put(id.to_le_bytes());
@@ -437,13 +449,13 @@ fn shape_key(
 /// reads of it. False when the body holds attributes the compiler made (other than
 /// none, or a tuple index), which the key does not name: such a body is lowered every
 /// time.
-fn body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> bool {
+fn body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<u8>) -> bool {
     out.clear();
     write_body_key(body, ids, out)
 }
 
 /// [`body_key`] appended to `out` (on false, `out` holds part of a key).
-fn write_body_key(body: KernelBody<'_>, ids: &ContentIds, out: &mut Vec<u8>) -> bool {
+fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<u8>) -> bool {
     out.extend_from_slice(&body.root.to_le_bytes());
     out.extend_from_slice(&body.leaves.to_le_bytes());
     out.push(body.single as u8);

@@ -265,13 +265,14 @@ pub(crate) fn timed_total_ns(
     }
     // The small bodies' keys, one after another, and each kernel's span among them;
     // looked up together.
+    let ids = times.content_ids(module);
     let mut keys: Vec<u8> = Vec::new();
     let spans: Vec<Option<(usize, usize)>> = c
         .bodies
         .iter()
         .map(|body| {
             let at = keys.len();
-            let kept = times.append_key(body, &mut keys);
+            let kept = KernelTimes::append_key(body, ids, &mut keys);
             if at == 0 && kept {
                 // room for as many keys as long as the first, not a doubling a few bodies
                 keys.reserve(keys.len() * c.bodies.len());
