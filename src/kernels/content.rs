@@ -5,8 +5,9 @@
 //! Across the layers of a model, many instructions have equal shapes and attributes at
 //! different addresses, for example the same convolution, or the same reduction each
 //! with its own equal reducer computation. [`ContentIds`] numbers each distinct value
-//! once, so that the key [`super::memo`] makes of a body is the same for equal bodies of
-//! different layers, and a kernel lowered in one layer serves the others.
+//! once, so that the key [`super::KernelTimes`] makes of a body is the same for equal
+//! bodies of different layers, and the time of a kernel lowered in one layer serves
+//! the others.
 //!
 //! Equal means equal for lowering:
 //! - a shape is its whole value;
@@ -202,6 +203,15 @@ impl<'m> Builder<'m> {
         id
     }
 
+    /// Where `i` is in its computation's order, as text; an instruction that is not
+    /// there yet (a malformed module) is written as a fresh id, equal to nothing else.
+    fn position(&mut self, pos: &HashMap<InstrId, usize>, i: InstrId) -> String {
+        match pos.get(&i) {
+            Some(p) => p.to_string(),
+            None => format!("?{}", self.fresh()),
+        }
+    }
+
     fn comp(&mut self, ci: CompId, depth: usize) -> u32 {
         if let Some(id) = self.comps.get(ci).copied().flatten() {
             return id;
@@ -224,13 +234,14 @@ impl<'m> Builder<'m> {
                 ins.opcode, ins.async_wrapped
             );
             for o in c.operands(i) {
-                let _ = write!(text, "{},", pos.get(&o).copied().unwrap_or(usize::MAX));
+                let p = self.position(&pos, o);
+                let _ = write!(text, "{p},");
             }
             text.push_str(");");
         }
-        let at = |i: &InstrId| pos.get(i).copied().unwrap_or(usize::MAX);
-        let params: Vec<usize> = c.params.iter().map(at).collect();
-        let _ = write!(text, "root {} params {params:?}", at(&c.root));
+        let params: Vec<String> = c.params.iter().map(|&p| self.position(&pos, p)).collect();
+        let root = self.position(&pos, c.root);
+        let _ = write!(text, "root {root} params {params:?}");
         let id = self.text_id(text);
         self.visiting[ci] = false;
         self.comps[ci] = Some(id);

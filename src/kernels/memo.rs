@@ -201,11 +201,11 @@ impl KernelMemo {
 /// their hits save. A body of at most [`KernelTimes::MAX_BODY`] instructions (the
 /// copies layout assignment inserts, a lone elementwise op or reduction, a
 /// normalisation's or an activation's fusion) is keyed by its whole content, as the
-/// memo keys it (compared in full), and keeps its kernel's time under its default tile
-/// alone (`None`: the body is no kernel), a few dozen bytes where the memo keeps the
-/// kernel. Such bodies recur across configurations and across the equal layers of a
-/// model: a copy is its tensor and its two layouts. It also keeps the time of each kernel class
-/// lowered from the other bodies, under the class's structure key
+/// memo keys it but with input shapes and attributes by content id (compared in full),
+/// and keeps its kernel's time under its default tile alone (`None`: the body is no
+/// kernel), a few dozen bytes where the memo keeps the kernel. Such bodies recur across
+/// configurations and across the equal layers of a model: a copy is its tensor and its
+/// two layouts. It also keeps the time of each kernel class lowered from the other bodies, under the class's structure key
 /// ([`super::program::structure_key`]: what the cost model reads of a kernel, compared
 /// in full), since a bigger kernel's lowered structure recurs more often than its body.
 ///
@@ -391,15 +391,17 @@ impl Record {
         self.len += N;
     }
 
-    fn append_to(&self, out: &mut Vec<u8>) {
+    /// Appends the bytes gathered to `out`, and starts again.
+    fn flush(&mut self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.buf[..self.len]);
+        self.len = 0;
     }
 }
 
 /// Input attributes into a key, tagged `tag`: by their content id, or by address when
 /// they have none (the same address is the same attributes while the input module is
 /// borrowed).
-#[inline]
+#[inline(always)]
 fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
     match ids.and_then(|ids| ids.attrs(a)) {
         Some(id) => {
@@ -413,8 +415,9 @@ fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
     }
 }
 
-/// A body node's laid-out shape, into a key: its id when it has one (two words), else
-/// the whole shape (into `out`, after `r`'s bytes).
+/// A body node's laid-out shape, into a key: the content id (else the address) of the
+/// input shape it lays out and its packed layout when it has a shape id, else the whole
+/// shape (into `out`, after `r`'s bytes).
 #[inline]
 fn shape_key(
     n: &crate::passes::kernel::BodyNode<'_>,
@@ -438,8 +441,7 @@ fn shape_key(
         }
         None => {
             r.put([SHAPE]);
-            r.append_to(out);
-            r.len = 0;
+            r.flush(out);
             n.shape.hash(&mut Recorder(out));
         }
     }
@@ -469,7 +471,7 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
             r.put([PARAMETER]);
             r.put(p.to_le_bytes());
             shape_key(n, ids, &mut r, out);
-            r.append_to(out);
+            r.flush(out);
             continue;
         }
         r.put([INSTRUCTION]);
@@ -482,7 +484,8 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
         );
         shape_key(n, ids, &mut r, out);
         match &n.attrs {
-            // the input module's attributes, by content
+            // the input module's attributes: by content id, or by address (the same
+            // address is the same attributes)
             BodyAttrs::Input(a) => attrs_key(INPUT_ATTRS, a, ids, &mut r),
             // the input's without `dimensions`: a function of the input's
             BodyAttrs::Stripped(a, _) => attrs_key(STRIPPED_ATTRS, a, ids, &mut r),
@@ -498,13 +501,12 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
                     return false;
                 }
                 r.put([TUPLE_INDEX]);
-                r.append_to(out);
-                r.len = 0;
+                r.flush(out);
                 a.tuple_index.hash(&mut Recorder(out));
             }
         }
         r.put((b.operands.len() as u32).to_le_bytes());
-        r.append_to(out);
+        r.flush(out);
         for o in &b.operands {
             out.extend_from_slice(&(o.index() as u32).to_le_bytes());
         }
