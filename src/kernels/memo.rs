@@ -169,7 +169,7 @@ impl KernelMemo {
         name: &str,
         key: &mut Vec<u8>,
     ) -> Result<Found, LowerError> {
-        if !self.is_for(module) || !body_key(body, None, key) {
+        if !self.is_for(module) || !body_key(body, key) {
             return Ok(Found::Lowered(
                 lower_body(module, body, name)?.map(Box::new),
             ));
@@ -447,13 +447,13 @@ fn shape_key(
     }
 }
 
-/// The content of `body` as bytes, into `out` (cleared first): everything lowering
+/// The memo's key of `body` (by address), into `out` (cleared first): everything lowering
 /// reads of it. False when the body holds attributes the compiler made (other than
 /// none, or a tuple index), which the key does not name: such a body is lowered every
 /// time.
-fn body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<u8>) -> bool {
+fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
     out.clear();
-    write_body_key(body, ids, out)
+    write_body_key(body, None, out)
 }
 
 /// [`body_key`] appended to `out` (on false, `out` holds part of a key).
