@@ -137,6 +137,8 @@ impl LayoutEvaluator {
     pub fn compilation_config(&self, config: &[NodeChoice]) -> CompilationConfig {
         let list = |d: &Option<Dims>| d.as_ref().map(|d| d.to_vec()).unwrap_or_default();
         let mut c = CompilationConfig::default();
+        c.layout
+            .reserve(config.iter().filter(|ch| !ch.is_default()).count());
         for (n, ch) in self.nodes.iter().zip(config) {
             if ch.is_default() {
                 continue;

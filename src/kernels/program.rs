@@ -266,7 +266,11 @@ pub(crate) fn timed_total_ns(
     // The small bodies' keys, one after another, and each kernel's span among them;
     // looked up together.
     let ids = times.content_ids(module);
-    let mut keys: Vec<u8> = Vec::new();
+    // This thread's key buffer, kept at the size the last configuration grew it to:
+    // a configuration's keys take a few hundred kilobytes, and growing a fresh buffer
+    // to that size copied them about five times.
+    let mut keys = KEY_BUF.with(|b| b.take());
+    keys.clear();
     let spans: Vec<Option<(usize, usize)>> = c
         .bodies
         .iter()
@@ -353,7 +357,14 @@ pub(crate) fn timed_total_ns(
             }
         };
     }
+    KEY_BUF.with(|b| b.set(keys));
     Ok(total)
+}
+
+thread_local! {
+    /// The key buffer of [`timed_total_ns`] (taken while a configuration is costed; a
+    /// configuration that fails leaves a fresh one).
+    static KEY_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Why a program cannot be estimated.
