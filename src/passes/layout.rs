@@ -253,7 +253,14 @@ struct Scan {
     class: Class,
     /// The configuration sets a layout of the node.
     configured: bool,
+    /// A use requirement is recorded for an operand of the node (in `Solver::reqs`).
+    required: bool,
+    /// The node's rank if it is an array ([`FNode::array_rank`]), else [`NOT_ARRAY`].
+    array_rank: u32,
 }
+
+/// [`Scan::array_rank`] of a node that is not an array.
+const NOT_ARRAY: u32 = u32::MAX;
 
 struct Solver<'s, 'a> {
     fc: &'s FComp<'a>,
@@ -339,8 +346,10 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Layout operand `slot` of `u` is read in: its requirement if any, else its definition's.
     fn operand_layout(&self, u: u32, slot: usize) -> Option<Dims> {
-        if let Some(r) = self.reqs.get(&(u, slot as u32)) {
-            return r.first().map(|d| dup(d));
+        if self.scan[u as usize].required {
+            if let Some(r) = self.reqs.get(&(u, slot as u32)) {
+                return r.first().map(|d| dup(d));
+            }
         }
         let o = *self.node(u).operands.get(slot)?;
         self.get(o, 0).map(|d| dup(d))
@@ -393,6 +402,37 @@ impl<'s, 'a> Solver<'s, 'a> {
         let fc = self.fc;
         let n = &fc.nodes[u as usize];
         match self.scan[u as usize].class {
+            Class::Preserving if self.scan[u as usize].array_rank != NOT_ARRAY => {
+                // An array (one leaf): the general case below, reading the solver's
+                // tables alone.
+                let b = self.base[u as usize] as usize;
+                let r = u32::from(self.ranks[b]);
+                if r == 0 {
+                    return;
+                }
+                let ops = &n.operands;
+                let mut l = self.lay[b];
+                if l == UNSET {
+                    // the first operand of the same rank that has a layout
+                    for &o in ops {
+                        if self.scan[o as usize].array_rank == r {
+                            l = self.lay[self.base[o as usize] as usize];
+                            if l != UNSET {
+                                break;
+                            }
+                        }
+                    }
+                    if l == UNSET {
+                        return;
+                    }
+                    self.set_id(u, 0, l);
+                }
+                for &o in ops {
+                    if self.scan[o as usize].array_rank == r {
+                        self.set_id(o, 0, l);
+                    }
+                }
+            }
             Class::Preserving => {
                 let Some(r) = self.leaf_rank(u, 0) else {
                     return;
@@ -570,6 +610,7 @@ impl<'s, 'a> Solver<'s, 'a> {
         };
         self.set_all(o, &leaves);
         self.reqs.insert((u, slot as u32), leaves);
+        self.scan[u as usize].required = true;
         self.drain();
     }
 }
@@ -887,6 +928,8 @@ impl<'s, 'a> Solver<'s, 'a> {
                 opcode: n.opcode,
                 class: class(n.opcode),
                 configured: n.origin.get().and_then(|i| cfg.layout(i)).is_some(),
+                required: false,
+                array_rank: if n.info.array { n.info.rank } else { NOT_ARRAY },
             });
             base.push(ranks.len() as u32);
             if n.info.array {
@@ -1357,7 +1400,7 @@ fn requirement<'r>(
     u: u32,
     slot: usize,
 ) -> Option<&'r [Dims]> {
-    if !reqs.is_empty() {
+    if scan[u as usize].required {
         if let Some(r) = reqs.get(&(u, slot as u32)) {
             return Some(r.as_slice());
         }
