@@ -360,7 +360,12 @@ impl<'s, 'a> Solver<'s, 'a> {
             self.step(x);
             let fc = self.fc;
             for &u in &fc.nodes[x as usize].users {
-                if self.scan[u as usize].class == Class::Tuple {
+                let class = self.scan[u as usize].class;
+                if matches!(class, Class::DefaultLayout | Class::Other) {
+                    // (its step propagates nothing)
+                    continue;
+                }
+                if class == Class::Tuple {
                     // Only the elements that are x changed.
                     let mut off = 0;
                     for &o in &fc.nodes[u as usize].operands {
@@ -1302,7 +1307,7 @@ impl Solved {
             n.layouts.clear();
             n.layouts.extend(leaves.iter().map(|&l| match l {
                 UNSET => Dims::new(),
-                l => layouts[l as usize].clone(),
+                l => dup(&layouts[l as usize]),
             }));
         }
         scratch.scan = scan;
