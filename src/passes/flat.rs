@@ -155,6 +155,27 @@ impl Clone for FNode<'_> {
     }
 }
 
+impl FNode<'_> {
+    /// Equal in every field (shapes and names by identity where they are shared).
+    pub fn same_as(&self, o: &Self) -> bool {
+        let shape = match (&self.shape, &o.shape) {
+            (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => std::ptr::eq(*a, *b),
+            (ShapeRef::Owned(a), ShapeRef::Owned(b)) => a == b,
+            _ => false,
+        };
+        self.src.map(|s| s as *const _) == o.src.map(|s| s as *const _)
+            && self.origin == o.origin
+            && self.opcode == o.opcode
+            && shape
+            && self.operands == o.operands
+            && self.users == o.users
+            && self.name == o.name
+            && self.layouts == o.layouts
+            && self.tuple_index == o.tuple_index
+            && self.info == o.info
+    }
+}
+
 /// `dst = src`, in place when the lengths agree (most nodes are as the last
 /// compilation left them).
 fn copy_ids(dst: &mut SmallVec<[u32; 4]>, src: &[u32]) {
@@ -237,6 +258,11 @@ pub(crate) struct FComp<'a> {
     pub root: u32,
     /// Parameter nodes by number.
     pub params: Vec<u32>,
+    /// The nodes whose operand or user lists a pass changed since the computation was
+    /// copied (for [`FComp::reset_to`]; duplicates allowed).
+    pub touched: Vec<u32>,
+    /// Every user list was built again since the computation was copied.
+    pub rebuilt: bool,
 }
 
 impl Clone for FComp<'_> {
@@ -251,6 +277,8 @@ impl Clone for FComp<'_> {
             order: self.order.clone(),
             root: self.root,
             params: self.params.clone(),
+            touched: Vec::new(),
+            rebuilt: false,
         }
     }
 
@@ -260,12 +288,54 @@ impl Clone for FComp<'_> {
         self.order.clone_from(&o.order);
         self.root = o.root;
         self.params.clone_from(&o.params);
+        self.touched.clear();
+        self.rebuilt = false;
     }
 }
 
 impl<'a> FComp<'a> {
+    /// Makes `self`, a copy of `o` that the passes have changed since, equal to `o`
+    /// again: the nodes the passes added are dropped, and of the others only what the
+    /// passes change is copied back (the opcode, which a bitcast changes; the layouts;
+    /// the operand and user lists of the nodes [`FComp::touched`] names, or of every
+    /// node if the user lists were [`FComp::rebuilt`]). The nodes the passes never
+    /// touch are the bulk of a computation; copying each whole took a configuration
+    /// as long as planning its fusions' inputs.
+    pub fn reset_to(&mut self, o: &Self) {
+        if self.rebuilt || self.nodes.len() < o.nodes.len() {
+            self.clone_from(o);
+            return;
+        }
+        self.comp = o.comp;
+        self.nodes.truncate(o.nodes.len());
+        for &x in &self.touched {
+            // (a node the passes added is gone already)
+            if let (Some(d), Some(s)) = (self.nodes.get_mut(x as usize), o.nodes.get(x as usize)) {
+                copy_ids(&mut d.operands, &s.operands);
+                copy_ids(&mut d.users, &s.users);
+            }
+        }
+        self.touched.clear();
+        for (d, s) in self.nodes.iter_mut().zip(&o.nodes) {
+            d.opcode = s.opcode;
+            if s.layouts.is_empty() {
+                d.layouts.clear();
+            } else {
+                d.layouts.clone_from(&s.layouts);
+            }
+        }
+        self.order.clone_from(&o.order);
+        self.root = o.root;
+        self.params.clone_from(&o.params);
+        debug_assert!(
+            self.nodes.iter().zip(&o.nodes).all(|(a, b)| a.same_as(b)),
+            "a pass changed a node without recording it in `touched`"
+        );
+    }
+
     /// Recompute `users` of every node from `operands` (live nodes in `order` only).
     pub fn rebuild_users(&mut self) {
+        self.rebuilt = true;
         for n in &mut self.nodes {
             n.users.clear();
         }
@@ -318,6 +388,26 @@ impl Clone for Flat<'_> {
         self.kinds.clone_from(&o.kinds);
         self.fused.clone_from(&o.fused);
         self.comps.clone_from(&o.comps);
+        self.flat_of.clone_from(&o.flat_of);
+        self.names.clone_from(&o.names);
+    }
+}
+
+impl<'a> Flat<'a> {
+    /// Makes `self`, a copy of `o` that a compilation has changed since, equal to `o`
+    /// again, each computation by [`FComp::reset_to`].
+    pub fn reset_to(&mut self, o: &Self) {
+        if self.comps.len() != o.comps.len() {
+            self.clone_from(o);
+            return;
+        }
+        self.module = o.module;
+        self.table.clone_from(&o.table);
+        self.kinds.clone_from(&o.kinds);
+        self.fused.clone_from(&o.fused);
+        for (d, s) in self.comps.iter_mut().zip(&o.comps) {
+            d.reset_to(s);
+        }
         self.flat_of.clone_from(&o.flat_of);
         self.names.clone_from(&o.names);
     }
@@ -591,6 +681,8 @@ impl<'a> Flat<'a> {
                 order: Vec::new(),
                 root: NONE,
                 params: Vec::new(),
+                touched: Vec::new(),
+                rebuilt: false,
             };
             let root = flat.instantiate(&mut fc, c, None, false, 0)?;
             fc.root = root;

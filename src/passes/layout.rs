@@ -1551,6 +1551,7 @@ fn insert_copies<'a>(
             let v = mk.with_layout(fc, o, &req, stats);
             if v != o {
                 fc.nodes[u as usize].operands[slot] = v;
+                fc.touched.push(u);
                 moved.push(o);
             }
         }
@@ -1571,6 +1572,7 @@ fn insert_copies<'a>(
             for &c in &mk.pending {
                 let o = fc.nodes[c as usize].operands[0];
                 fc.nodes[o as usize].users.push(c);
+                fc.touched.push(o);
             }
         }
         order.append(&mut mk.pending);
@@ -1611,6 +1613,7 @@ fn relink_users(fc: &mut FComp<'_>, u: u32, copies: &[u32], moved: &[u32]) {
         let users = &mut fc.nodes[o as usize].users;
         let at = users.iter().position(|&x| x == u).unwrap_or(users.len());
         users.insert(at, c);
+        fc.touched.push(o);
     }
     for k in 0..fc.nodes[u as usize].operands.len() {
         let v = fc.nodes[u as usize].operands[k];
@@ -1618,12 +1621,14 @@ fn relink_users(fc: &mut FComp<'_>, u: u32, copies: &[u32], moved: &[u32]) {
             let users = &mut fc.nodes[v as usize].users;
             if !users.contains(&u) {
                 users.push(u);
+                fc.touched.push(v);
             }
         }
     }
     for &o in moved {
         if !fc.nodes[u as usize].operands.contains(&o) {
             fc.nodes[o as usize].users.retain(|x| *x != u);
+            fc.touched.push(o);
         }
     }
 }
