@@ -299,8 +299,8 @@ impl<'a> FComp<'a> {
     /// passes change is copied back (the opcode, which a bitcast changes; the layouts;
     /// the operand and user lists of the nodes [`FComp::touched`] names, or of every
     /// node if the user lists were [`FComp::rebuilt`]). The nodes the passes never
-    /// touch are the bulk of a computation; copying each whole took a configuration
-    /// as long as planning its fusions' inputs.
+    /// touch are the bulk of a computation: copying every node whole was 2 % of the
+    /// instructions of a random configuration of ResNet-50 training.
     pub fn reset_to(&mut self, o: &Self) {
         if self.rebuilt || self.nodes.len() < o.nodes.len() {
             self.clone_from(o);
