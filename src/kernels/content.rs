@@ -203,13 +203,14 @@ impl<'m> Builder<'m> {
         id
     }
 
-    /// Where `i` is in its computation's order, as text; an instruction that is not
-    /// there yet (a malformed module) is written as a fresh id, equal to nothing else.
-    fn position(&mut self, pos: &HashMap<InstrId, usize>, i: InstrId) -> String {
-        match pos.get(&i) {
-            Some(p) => p.to_string(),
-            None => format!("?{}", self.fresh()),
-        }
+    /// Writes where `i` is in its computation's order, and a comma, to `text`; an
+    /// instruction that is not there yet (a malformed module) is written as a fresh id,
+    /// equal to nothing else.
+    fn write_position(&mut self, text: &mut String, pos: &HashMap<InstrId, usize>, i: InstrId) {
+        let _ = match pos.get(&i) {
+            Some(p) => write!(text, "{p},"),
+            None => write!(text, "?{},", self.fresh()),
+        };
     }
 
     fn comp(&mut self, ci: CompId, depth: usize) -> u32 {
@@ -234,14 +235,16 @@ impl<'m> Builder<'m> {
                 ins.opcode, ins.async_wrapped
             );
             for o in c.operands(i) {
-                let p = self.position(&pos, o);
-                let _ = write!(text, "{p},");
+                self.write_position(&mut text, &pos, o);
             }
             text.push_str(");");
         }
-        let params: Vec<String> = c.params.iter().map(|&p| self.position(&pos, p)).collect();
-        let root = self.position(&pos, c.root);
-        let _ = write!(text, "root {root} params {params:?}");
+        text.push_str("root ");
+        self.write_position(&mut text, &pos, c.root);
+        text.push_str(" params ");
+        for &p in &c.params {
+            self.write_position(&mut text, &pos, p);
+        }
         let id = self.text_id(text);
         self.visiting[ci] = false;
         self.comps[ci] = Some(id);
