@@ -174,7 +174,7 @@ struct Group {
 
 /// The fusion pass's state of one node, in one record: deciding a producer reads most
 /// of it, from one or two cache lines, where one vector a field took a line a field.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct NodeState {
     /// Position in program order.
     pos: u32,
@@ -231,6 +231,8 @@ pub(crate) struct FusionScratch {
     pool: Vec<Group>,
     /// Producers to try, as `pos << 32 | node` (one integer: the heap moves it as one).
     heap: BinaryHeap<u64>,
+    /// Nodes whose state was read anew ([`FusionBase`]).
+    mark: Vec<bool>,
 }
 
 const PRODUCER_OK: u8 = 1;
@@ -723,9 +725,166 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     }
 }
 
+/// A node's state before fusion: its flags and whether its users can fuse, read from
+/// the node, its operands and its users ([`Start`]); the rest as nothing has happened
+/// yet.
+fn initial_state(fc: &FComp<'_>, x: u32) -> NodeState {
+    Start::of(fc, x).state()
+}
+
+/// What a node's state before fusion reads from the computation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Start {
+    /// PRODUCER_OK, EXPENSIVE, ALWAYS_DUP, CHEAP_DUP.
+    flags: u8,
+    users_fusible: bool,
+}
+
+impl Start {
+    fn of(fc: &FComp<'_>, x: u32) -> Self {
+        let mut fl = 0;
+        if producer_ok(fc, x) {
+            fl |= PRODUCER_OK;
+        }
+        if is_expensive(&fc.nodes[x as usize]) {
+            fl |= EXPENSIVE;
+        }
+        if always_duplicable(fc, x) {
+            fl |= ALWAYS_DUP;
+        }
+        if cheap_to_duplicate(fc, x) {
+            fl |= CHEAP_DUP;
+        }
+        Start {
+            flags: fl,
+            users_fusible: fc.nodes[x as usize]
+                .users
+                .iter()
+                .all(|&u| consumer_ok(fc, u)),
+        }
+    }
+
+    fn state(self) -> NodeState {
+        NodeState {
+            pos: 0,
+            own_group: NONE,
+            tried: 0,
+            ext: 0,
+            clones: 0,
+            member: 0,
+            input: 0,
+            read: 0,
+            read_flags: 0,
+            flags: self.flags,
+            reused: false,
+            users_fusible: self.users_fusible,
+            standalone: false,
+        }
+    }
+}
+
+impl NodeState {
+    /// The [`Start`] the state began from (unchanged before fusion).
+    fn start(&self) -> Start {
+        Start {
+            flags: self.flags,
+            users_fusible: self.users_fusible,
+        }
+    }
+}
+
+/// The fusion pass's view of a computation as prepared, before any configuration laid
+/// it out: every node's [`initial_state`]. A compilation copies it and reads anew only
+/// the nodes whose state a configuration can change: those layout assignment added or
+/// relinked ([`FComp::touched`]), those it turned into bitcasts (and their operands and
+/// users, whose states read the opcode), and the copies, whose state reads their
+/// layouts. Reading every node was 3 % of the instructions of a random configuration
+/// of ResNet-50 training.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FusionBase {
+    starts: Vec<Start>,
+    opcodes: Vec<Opcode>,
+    /// The copies among the nodes.
+    copies: Vec<u32>,
+}
+
+impl FusionBase {
+    /// The base of `fc` as prepared.
+    pub(crate) fn new(fc: &FComp<'_>) -> Self {
+        let n = fc.nodes.len() as u32;
+        FusionBase {
+            starts: (0..n).map(|x| Start::of(fc, x)).collect(),
+            opcodes: fc.nodes.iter().map(|n| n.opcode).collect(),
+            copies: (0..n)
+                .filter(|&x| fc.nodes[x as usize].opcode == Opcode::Copy)
+                .collect(),
+        }
+    }
+
+    /// Whether `fc` is this base's computation changed only as [`FusionBase`] says:
+    /// nodes added after the prepared ones, the changed ones recorded (not every user
+    /// list built again).
+    fn applies_to(&self, fc: &FComp<'_>) -> bool {
+        !fc.rebuilt && fc.nodes.len() >= self.starts.len()
+    }
+
+    /// Every node's [`initial_state`] of `fc` into `st` (empty), from the base where the
+    /// node is as prepared; `mark` is a work buffer.
+    fn states_into(&self, fc: &FComp<'_>, st: &mut Vec<NodeState>, mark: &mut Vec<bool>) {
+        let n = fc.nodes.len();
+        let old = self.starts.len();
+        st.extend(self.starts.iter().map(|s| s.state()));
+        st.extend((old as u32..n as u32).map(|x| initial_state(fc, x)));
+        mark.clear();
+        mark.resize(old, false);
+        let mut again = |x: u32, st: &mut Vec<NodeState>| {
+            if let Some(m) = mark.get_mut(x as usize).filter(|m| !**m) {
+                *m = true;
+                st[x as usize] = initial_state(fc, x);
+            }
+        };
+        for &x in fc.touched.iter().chain(&self.copies) {
+            again(x, st);
+        }
+        for x in 0..old {
+            if fc.nodes[x].opcode != self.opcodes[x] {
+                let nd = &fc.nodes[x];
+                again(x as u32, st);
+                for &y in nd.operands.iter().chain(&nd.users) {
+                    again(y, st);
+                }
+            }
+        }
+    }
+}
+
+/// Every node's flags and whether its users can fuse, as [`plan`] starts from them
+/// (from `base` where it applies), and the number of nodes whose start differs from
+/// the base's.
+#[cfg(test)]
+pub(crate) fn starts(fc: &FComp<'_>, base: Option<&FusionBase>) -> (Vec<(u8, bool)>, usize) {
+    let mut st = Vec::new();
+    match base {
+        Some(b) if b.applies_to(fc) => b.states_into(fc, &mut st, &mut Vec::new()),
+        _ => st.extend((0..fc.nodes.len() as u32).map(|x| initial_state(fc, x))),
+    }
+    let changed = base.map_or(0, |b| {
+        b.starts
+            .iter()
+            .zip(&st)
+            .filter(|(a, b)| **a != b.start())
+            .count()
+    });
+    (
+        st.iter().map(|e| (e.flags, e.users_fusible)).collect(),
+        changed,
+    )
+}
+
 /// Plan the fusions of one laid-out computation into `out` (its buffers are reused).
 pub(crate) fn plan(
     fc: &FComp<'_>,
+    base: Option<&FusionBase>,
     cfg: &ResolvedConfig,
     s: &mut FusionScratch,
     out: &mut FusionPlan,
@@ -754,43 +913,20 @@ pub(crate) fn plan(
             });
         }
     }
-    // Every node's state; the flags and whether its users can fuse read the node
-    // itself, once here.
+    // Every node's state: the prepared computation's where `base` has it and the
+    // node is as prepared, else read from the node.
     let mut st = std::mem::take(&mut s.st);
     st.clear();
-    st.extend((0..n as u32).map(|x| {
-        let mut fl = 0;
-        if producer_ok(fc, x) {
-            fl |= PRODUCER_OK;
-        }
-        if is_expensive(&fc.nodes[x as usize]) {
-            fl |= EXPENSIVE;
-        }
-        if always_duplicable(fc, x) {
-            fl |= ALWAYS_DUP;
-        }
-        if cheap_to_duplicate(fc, x) {
-            fl |= CHEAP_DUP;
-        }
-        NodeState {
-            pos: 0,
-            own_group: NONE,
-            tried: 0,
-            ext: 0,
-            clones: 0,
-            member: 0,
-            input: 0,
-            read: 0,
-            read_flags: 0,
-            flags: fl,
-            reused: false,
-            users_fusible: fc.nodes[x as usize]
-                .users
-                .iter()
-                .all(|&u| consumer_ok(fc, u)),
-            standalone: false,
-        }
-    }));
+    match base {
+        Some(b) if b.applies_to(fc) => b.states_into(fc, &mut st, &mut s.mark),
+        _ => st.extend((0..n as u32).map(|x| initial_state(fc, x))),
+    }
+    debug_assert!(
+        st.iter()
+            .enumerate()
+            .all(|(x, e)| e.start() == Start::of(fc, x as u32)),
+        "a node's prepared fusion state differs from its state"
+    );
     for (k, &x) in fc.order.iter().enumerate() {
         let e = &mut st[x as usize];
         e.pos = k as u32;

@@ -128,6 +128,8 @@ pub struct CompiledBodies<'m> {
 pub struct PreparedModule<'m> {
     module: &'m Module,
     flat: flat::Flat<'m>,
+    /// The fusion pass's view of each computation of `flat`.
+    fusion: Vec<fusion::FusionBase>,
     names: std::sync::OnceLock<config::Names<'m>>,
     straight: std::sync::OnceLock<bool>,
     /// Work buffers of finished compilations, reused by the next ones (one per thread
@@ -156,9 +158,11 @@ impl CompiledBodies<'_> {
 impl<'m> PreparedModule<'m> {
     /// Number the nodes and inline calls.
     pub fn new(module: &'m Module) -> Result<Self, CompileError> {
+        let flat = flat::Flat::build(module)?;
         Ok(PreparedModule {
             module,
-            flat: flat::Flat::build(module)?,
+            fusion: flat.comps.iter().map(fusion::FusionBase::new).collect(),
+            flat,
             names: std::sync::OnceLock::new(),
             straight: std::sync::OnceLock::new(),
             pool: std::sync::Mutex::new(Vec::new()),
@@ -306,8 +310,8 @@ impl<'m> PreparedModule<'m> {
         } = scratch;
         let lstats = layout::assign(flat, resolved, ls);
         plans.resize_with(flat.comps.len(), Default::default);
-        for (fc, plan) in flat.comps.iter().zip(plans.iter_mut()) {
-            fusion::plan(fc, resolved, fs, plan);
+        for (i, (fc, plan)) in flat.comps.iter().zip(plans.iter_mut()).enumerate() {
+            fusion::plan(fc, self.fusion.get(i), resolved, fs, plan);
         }
         let notes: Vec<String> = plans.iter().flat_map(|p| p.notes.iter().cloned()).collect();
         let emitted = emit::emit(flat, plans, mode, es)?;
@@ -478,6 +482,40 @@ mod tests {
                 }
                 p.give_back(s);
             }
+        }
+    }
+
+    /// The fusion pass starts a laid-out computation from its prepared base
+    /// ([`fusion::FusionBase`]) with every node's flags as read from the node itself:
+    /// the nodes a configuration changes (copies added, operands rewired, bitcasts,
+    /// copies laid out) are read anew.
+    #[test]
+    fn the_fusion_base_gives_every_node_its_own_state() {
+        let files = [
+            "resnet18_infer_b8.hlo",
+            "resnet50_train_b8.optimized.hlo",
+            "bert_base_infer_b8s128.hlo",
+        ];
+        for file in files {
+            let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let m = crate::hlo::parse_module(&path, &text).unwrap();
+            let p = PreparedModule::new(&m).unwrap();
+            let mut changed = 0;
+            for seed in 0..4 {
+                let config = CompilationConfig::random_layouts(&m, seed);
+                let resolved = config::resolve(&m, &p.flat.table, &config, &p.names).unwrap();
+                let mut s = p.take_scratch();
+                layout::assign(&mut s.flat, &resolved, &mut s.layout);
+                for (i, fc) in s.flat.comps.iter().enumerate() {
+                    let (from_base, n) = fusion::starts(fc, p.fusion.get(i));
+                    let (read, _) = fusion::starts(fc, None);
+                    assert_eq!(from_base, read, "{file} seed {seed}: computation {i}");
+                    changed += n;
+                }
+                p.give_back(s);
+            }
+            assert!(changed > 0, "{file}: no node's start changed");
         }
     }
 
