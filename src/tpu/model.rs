@@ -162,7 +162,7 @@ fn padded_elems(rank: usize, ext: impl Fn(usize) -> i64, sub: i64, lanes: i64) -
 
 /// Padded bytes of the tile of `inp` needed for iteration tile `e`.
 #[inline]
-fn input_tile_bytes(inp: &InputDesc, e: &[i64], t: &TpuTarget) -> f64 {
+pub(crate) fn input_tile_bytes(inp: &InputDesc, e: &[i64], t: &TpuTarget) -> f64 {
     // both as plain slices: the closure below indexes them once per dim
     let (dims, maps): (&[i64], &[DimMap]) = (&inp.tensor.dims, &inp.dims);
     let bits = storage_bits(inp.tensor.elem_bits);
@@ -196,15 +196,43 @@ fn out_vregs(r: usize, e: &[i64], t: &TpuTarget) -> f64 {
 /// tile and output tile, plus an f32 accumulator tile when the kernel has
 /// reduction dims.
 pub(crate) fn vmem_footprint(desc: &KernelDesc, target: &TpuTarget, t: &[i64]) -> u64 {
+    footprint_with(desc, target, t, |_, inp| input_tile_bytes(inp, t, target))
+}
+
+/// [`vmem_footprint`] with the tile bytes of input `k` given by `input(k, inp)` (which
+/// must be [`input_tile_bytes`] at `t`, perhaps remembered): the one sum, in one order.
+#[inline]
+pub(crate) fn footprint_with(
+    desc: &KernelDesc,
+    target: &TpuTarget,
+    t: &[i64],
+    mut input: impl FnMut(usize, &InputDesc) -> f64,
+) -> u64 {
     let mut bytes = 0.0;
-    for inp in &desc.inputs {
-        bytes += 2.0 * input_tile_bytes(inp, t, target);
+    for (k, inp) in desc.inputs.iter().enumerate() {
+        bytes += 2.0 * input(k, inp);
     }
     bytes += 2.0 * out_tile_bytes(&desc.output, t, desc.output.elem_bits, target);
     if !desc.reduction_dims.is_empty() {
         bytes += out_tile_bytes(&desc.output, t, 32, target);
     }
     bytes.min(u64::MAX as f64) as u64
+}
+
+/// The iteration dims (below 64) whose tile size [`input_tile_bytes`] of `inp` reads, as
+/// bits: its bytes are the same at every tile that differs only in other dims.
+pub(crate) fn input_reads(inp: &InputDesc) -> u64 {
+    let bit = |d: usize| if d < 64 { 1u64 << d } else { 0 };
+    inp.dims
+        .iter()
+        .take(inp.tensor.dims.len())
+        .map(|m| match *m {
+            DimMap::Iter(d) => bit(d),
+            DimMap::Window { out, win, .. } => bit(out) | bit(win),
+            DimMap::Full => 0,
+            DimMap::Outer { iter, .. } => bit(iter),
+        })
+        .fold(0, |a, b| a | b)
 }
 
 /// Number of times the block of `inp` is fetched: the product of grid counts

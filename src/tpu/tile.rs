@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use super::kernel::{
     DimMap, KernelDesc, KernelKind, MxuRole, ReduceAxis, ReductionKind, TensorDesc, MAX_DIMS,
 };
-use super::model::vmem_footprint;
+use super::model::{footprint_with, input_reads, input_tile_bytes, vmem_footprint};
 use super::target::TpuTarget;
 use crate::ir::PrimitiveType;
 use crate::passes::tiling::{row_major, tpu_tiles};
@@ -625,6 +625,10 @@ fn shrink_to_fit(
     // footprint after it (the next step's footprint when that cut is taken).
     let mut saved = [None::<u64>; MAX_DIMS];
     let mut after = [0u64; MAX_DIMS];
+    // Each input's tile bytes at `t`, once computed, kept while no dim it reads is cut:
+    // a trial cut of dim d computes anew only the inputs that read d.
+    let reads: SmallVec<[u64; 8]> = desc.inputs.iter().map(input_reads).collect();
+    let mut kept: SmallVec<[Option<f64>; 8]> = SmallVec::from_elem(None, reads.len());
     // Each iteration halves one dim, so the loop ends after Σ log2(extent) steps.
     for _ in 0..(64 * MAX_DIMS) {
         if fp <= limit {
@@ -638,7 +642,17 @@ fn shrink_to_fit(
             let nt = halve(t[d], align[d]);
             saved[d] = (nt < t[d]).then(|| {
                 let old = std::mem::replace(&mut t[d], nt);
-                after[d] = vmem_footprint(desc, target, t);
+                let cut: &[i64] = t;
+                let bit = if d < 64 { 1u64 << d } else { 0 };
+                // (an input that does not read d has the same bytes at `cut` as at `t`)
+                after[d] = footprint_with(desc, target, cut, |k, inp| {
+                    if reads[k] & bit != 0 {
+                        input_tile_bytes(inp, cut, target)
+                    } else {
+                        *kept[k].get_or_insert_with(|| input_tile_bytes(inp, cut, target))
+                    }
+                });
+                debug_assert_eq!(after[d], vmem_footprint(desc, target, cut));
                 t[d] = old;
                 fp.saturating_sub(after[d])
             });
@@ -664,6 +678,12 @@ fn shrink_to_fit(
             Some((_, _, d)) => {
                 t[d] = halve(t[d], align[d]);
                 fp = after[d];
+                let bit = if d < 64 { 1u64 << d } else { 0 };
+                for (k, r) in kept.iter_mut().zip(&reads) {
+                    if r & bit != 0 {
+                        *k = None;
+                    }
+                }
             }
             None => return false,
         }
