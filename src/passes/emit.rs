@@ -1398,20 +1398,11 @@ pub(crate) fn emit<'a>(
         module.attrs.entry_computation_layout = Some((params, result));
         Some(module)
     };
-    // Kernels in execution order.
+    // Kernels in execution order (as places in `all`, with their call sites).
     let mut out = Vec::new();
     let mut visited = vec![false; nflat];
     if let Some(fe) = flat.flat_of.get(m.entry).copied().flatten() {
-        collect(
-            flat,
-            fe,
-            None,
-            &mut kernels,
-            &mut scratch.nodes.all,
-            &mut visited,
-            &mut out,
-            0,
-        );
+        collect(flat, fe, None, &mut kernels, &mut visited, &mut out, 0);
     }
     if bodies {
         scratch.nodes.body_sizes = (arena.len(), nodes.len());
@@ -1422,15 +1413,17 @@ pub(crate) fn emit<'a>(
         parameter_attrs: scratch.nodes.param_attrs.clone(),
         spans: Vec::with_capacity(if bodies { out.len() } else { 0 }),
     };
-    let kernels = out
-        .into_iter()
-        .enumerate()
-        .map(|(i, (mut k, span))| {
-            k.index = i;
+    // Each kernel moved once, from where it was made to its place in the list.
+    let all = &mut scratch.nodes.all;
+    let mut kernels = Vec::with_capacity(out.len());
+    for (k, site) in out {
+        if let Some((mut kernel, span)) = all.get_mut(k as usize).and_then(Option::take) {
+            kernel.index = kernels.len();
+            kernel.call_site = site;
             bodies.spans.extend(span);
-            k
-        })
-        .collect();
+            kernels.push(kernel);
+        }
+    }
     Ok(Emitted {
         module,
         kernels,
@@ -1439,15 +1432,16 @@ pub(crate) fn emit<'a>(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The kernels of flat computation `fi` and of the loops and conditionals it calls, in
+/// execution order, into `out`: each as its place among the kernels made (`kernels`
+/// lists a computation's, by node) with the call site it runs under.
 fn collect(
     flat: &Flat<'_>,
     fi: usize,
     site: Option<CallSite>,
     kernels: &mut [Vec<(u32, u32)>],
-    all: &mut [Option<(Kernel, Option<BodySpan>)>],
     visited: &mut [bool],
-    out: &mut Vec<(Kernel, Option<BodySpan>)>,
+    out: &mut Vec<(u32, Option<CallSite>)>,
     depth: usize,
 ) {
     if depth > 64 || visited.get(fi).copied().unwrap_or(true) {
@@ -1456,15 +1450,12 @@ fn collect(
     visited[fi] = true;
     let mine = std::mem::take(&mut kernels[fi]);
     let mut mine = mine.into_iter().peekable();
-    out.reserve(all.len());
+    out.reserve(mine.len());
     let fc = &flat.comps[fi];
     let cname = &flat.module.comp(fc.comp).name;
     for &x in &fc.order {
         while let Some((_, k)) = mine.next_if(|(kx, _)| *kx == x) {
-            if let Some(mut k) = all.get_mut(k as usize).and_then(Option::take) {
-                k.0.call_site = site.clone();
-                out.push(k);
-            }
+            out.push((k, site.clone()));
         }
         let nd = &fc.nodes[x as usize];
         let callee = |c: CompId| flat.flat_of.get(c).copied().flatten();
@@ -1495,7 +1486,7 @@ fn collect(
                             role: label,
                             trip_count: trip,
                         };
-                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
+                        collect(flat, f, Some(s), kernels, visited, out, depth + 1);
                     }
                 }
             }
@@ -1508,7 +1499,7 @@ fn collect(
                             role: SiteRole::Branch(k),
                             trip_count: None,
                         };
-                        collect(flat, f, Some(s), kernels, all, visited, out, depth + 1);
+                        collect(flat, f, Some(s), kernels, visited, out, depth + 1);
                     }
                 }
             }
