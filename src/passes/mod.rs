@@ -421,21 +421,35 @@ fn apply_tiles(kernels: &mut [Kernel], cfg: &CompilationConfig) -> Result<(), Co
 mod tests {
     use super::*;
 
+    /// A module of `hlo_samples/`.
+    fn sample(file: &str) -> crate::ir::Module {
+        let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        crate::hlo::parse_module(&path, &text).unwrap()
+    }
+
+    /// A scratch of `p` laid out under the random configuration `seed` (layout
+    /// assignment only), and the copies it inserted.
+    fn laid_out<'m>(p: &PreparedModule<'m>, seed: u64) -> (Scratch<'m>, usize) {
+        let m = p.module;
+        let config = CompilationConfig::random_layouts(m, seed);
+        let resolved = config::resolve(m, &p.flat.table, &config, &p.names).unwrap();
+        let mut s = p.take_scratch();
+        let copies = layout::assign(&mut s.flat, &resolved, &mut s.layout).copies;
+        (s, copies)
+    }
+
     /// Layout assignment keeps the user lists up to date edge by edge as it inserts
     /// copies: they are the lists built whole from the operands, in program order.
     #[test]
     fn inserted_copies_leave_the_user_lists_that_a_rebuild_makes() {
         for (file, least) in [("resnet18_infer_b8.hlo", 100), ("mlp_train.hlo", 1)] {
-            let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).unwrap();
-            let m = crate::hlo::parse_module(&path, &text).unwrap();
+            let m = sample(file);
             let p = PreparedModule::new(&m).unwrap();
             let mut copies = 0;
             for seed in 0..4 {
-                let config = CompilationConfig::random_layouts(&m, seed);
-                let resolved = config::resolve(&m, &p.flat.table, &config, &p.names).unwrap();
-                let mut s = p.take_scratch();
-                copies += layout::assign(&mut s.flat, &resolved, &mut s.layout).copies;
+                let (s, n) = laid_out(&p, seed);
+                copies += n;
                 for fc in &s.flat.comps {
                     let mut whole = fc.clone();
                     whole.rebuild_users();
@@ -455,9 +469,7 @@ mod tests {
     #[test]
     fn a_scratch_taken_again_is_the_prepared_module() {
         for file in ["resnet18_infer_b8.hlo", "resnet50_train_b8.optimized.hlo"] {
-            let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).unwrap();
-            let m = crate::hlo::parse_module(&path, &text).unwrap();
+            let m = sample(file);
             let p = PreparedModule::new(&m).unwrap();
             for seed in 0..3 {
                 let config = CompilationConfig::random_layouts(&m, seed);
@@ -497,16 +509,11 @@ mod tests {
             "bert_base_infer_b8s128.hlo",
         ];
         for file in files {
-            let path = format!("{}/hlo_samples/{file}", env!("CARGO_MANIFEST_DIR"));
-            let text = std::fs::read_to_string(&path).unwrap();
-            let m = crate::hlo::parse_module(&path, &text).unwrap();
+            let m = sample(file);
             let p = PreparedModule::new(&m).unwrap();
             let mut changed = 0;
             for seed in 0..4 {
-                let config = CompilationConfig::random_layouts(&m, seed);
-                let resolved = config::resolve(&m, &p.flat.table, &config, &p.names).unwrap();
-                let mut s = p.take_scratch();
-                layout::assign(&mut s.flat, &resolved, &mut s.layout);
+                let (s, _) = laid_out(&p, seed);
                 for (i, fc) in s.flat.comps.iter().enumerate() {
                     let (from_base, n) = fusion::starts(fc, p.fusion.get(i));
                     let (read, _) = fusion::starts(fc, None);
