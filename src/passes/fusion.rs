@@ -858,16 +858,27 @@ impl FusionBase {
     }
 }
 
+/// Every node's [`initial_state`] of `fc` into `st` (empty): from `base` where it
+/// applies, else read from every node; `mark` is a work buffer.
+fn initial_states(
+    fc: &FComp<'_>,
+    base: Option<&FusionBase>,
+    st: &mut Vec<NodeState>,
+    mark: &mut Vec<bool>,
+) {
+    match base {
+        Some(b) if b.applies_to(fc) => b.states_into(fc, st, mark),
+        _ => st.extend((0..fc.nodes.len() as u32).map(|x| initial_state(fc, x))),
+    }
+}
+
 /// Every node's flags and whether its users can fuse, as [`plan`] starts from them
 /// (from `base` where it applies), and the number of nodes whose start differs from
 /// the base's.
 #[cfg(test)]
 pub(crate) fn starts(fc: &FComp<'_>, base: Option<&FusionBase>) -> (Vec<(u8, bool)>, usize) {
     let mut st = Vec::new();
-    match base {
-        Some(b) if b.applies_to(fc) => b.states_into(fc, &mut st, &mut Vec::new()),
-        _ => st.extend((0..fc.nodes.len() as u32).map(|x| initial_state(fc, x))),
-    }
+    initial_states(fc, base, &mut st, &mut Vec::new());
     let changed = base.map_or(0, |b| {
         b.starts
             .iter()
@@ -917,10 +928,7 @@ pub(crate) fn plan(
     // node is as prepared, else read from the node.
     let mut st = std::mem::take(&mut s.st);
     st.clear();
-    match base {
-        Some(b) if b.applies_to(fc) => b.states_into(fc, &mut st, &mut s.mark),
-        _ => st.extend((0..n as u32).map(|x| initial_state(fc, x))),
-    }
+    initial_states(fc, base, &mut st, &mut s.mark);
     debug_assert!(
         st.iter()
             .enumerate()

@@ -346,10 +346,8 @@ impl<'s, 'a> Solver<'s, 'a> {
 
     /// Layout operand `slot` of `u` is read in: its requirement if any, else its definition's.
     fn operand_layout(&self, u: u32, slot: usize) -> Option<Dims> {
-        if self.scan[u as usize].required {
-            if let Some(r) = self.reqs.get(&(u, slot as u32)) {
-                return r.first().map(|d| dup(d));
-            }
+        if let Some(r) = recorded(&self.scan, &self.reqs, u, slot) {
+            return r.first().map(|d| dup(d));
         }
         let o = *self.node(u).operands.get(slot)?;
         self.get(o, 0).map(|d| dup(d))
@@ -1396,6 +1394,21 @@ fn comp_layouts(fc: &FComp<'_>) -> CompLayouts {
     }
 }
 
+/// The requirement recorded for operand `slot` of `u` (`Solver::require`), looked up
+/// only for a node whose [`Scan::required`] says it has one; `u` is a node `scan` has.
+fn recorded<'r>(
+    scan: &[Scan],
+    reqs: &'r HashMap<(u32, u32), Leaves, FxBuild>,
+    u: u32,
+    slot: usize,
+) -> Option<&'r Leaves> {
+    if scan[u as usize].required {
+        reqs.get(&(u, slot as u32))
+    } else {
+        None
+    }
+}
+
 /// The layout a use requires of operand `slot` of `u`, if any (borrowed); `u` is a node
 /// the solver's `scan` has.
 fn requirement<'r>(
@@ -1405,10 +1418,8 @@ fn requirement<'r>(
     u: u32,
     slot: usize,
 ) -> Option<&'r [Dims]> {
-    if scan[u as usize].required {
-        if let Some(r) = reqs.get(&(u, slot as u32)) {
-            return Some(r.as_slice());
-        }
+    if let Some(r) = recorded(scan, reqs, u, slot) {
+        return Some(r.as_slice());
     }
     if scan[u as usize].class != Class::Preserving {
         return None;

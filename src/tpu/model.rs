@@ -219,18 +219,28 @@ pub(crate) fn footprint_with(
     bytes.min(u64::MAX as f64) as u64
 }
 
+/// Iteration dim `d` as a bit of an [`input_reads`] mask (none for `d` ≥ 64: a tile
+/// has at most [`super::kernel::MAX_DIMS`] dims).
+#[inline]
+pub(crate) fn dim_bit(d: usize) -> u64 {
+    if d < 64 {
+        1u64 << d
+    } else {
+        0
+    }
+}
+
 /// The iteration dims (below 64) whose tile size [`input_tile_bytes`] of `inp` reads, as
 /// bits: its bytes are the same at every tile that differs only in other dims.
 pub(crate) fn input_reads(inp: &InputDesc) -> u64 {
-    let bit = |d: usize| if d < 64 { 1u64 << d } else { 0 };
     inp.dims
         .iter()
         .take(inp.tensor.dims.len())
         .map(|m| match *m {
-            DimMap::Iter(d) => bit(d),
-            DimMap::Window { out, win, .. } => bit(out) | bit(win),
+            DimMap::Iter(d) => dim_bit(d),
+            DimMap::Window { out, win, .. } => dim_bit(out) | dim_bit(win),
             DimMap::Full => 0,
-            DimMap::Outer { iter, .. } => bit(iter),
+            DimMap::Outer { iter, .. } => dim_bit(iter),
         })
         .fold(0, |a, b| a | b)
 }

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use super::kernel::{
     DimMap, KernelDesc, KernelKind, MxuRole, ReduceAxis, ReductionKind, TensorDesc, MAX_DIMS,
 };
-use super::model::{footprint_with, input_reads, input_tile_bytes, vmem_footprint};
+use super::model::{dim_bit, footprint_with, input_reads, input_tile_bytes, vmem_footprint};
 use super::target::TpuTarget;
 use crate::ir::PrimitiveType;
 use crate::passes::tiling::{row_major, tpu_tiles};
@@ -643,7 +643,7 @@ fn shrink_to_fit(
             saved[d] = (nt < t[d]).then(|| {
                 let old = std::mem::replace(&mut t[d], nt);
                 let cut: &[i64] = t;
-                let bit = if d < 64 { 1u64 << d } else { 0 };
+                let bit = dim_bit(d);
                 // (an input that does not read d has the same bytes at `cut` as at `t`)
                 after[d] = footprint_with(desc, target, cut, |k, inp| {
                     if reads[k] & bit != 0 {
@@ -678,7 +678,7 @@ fn shrink_to_fit(
             Some((_, _, d)) => {
                 t[d] = halve(t[d], align[d]);
                 fp = after[d];
-                let bit = if d < 64 { 1u64 << d } else { 0 };
+                let bit = dim_bit(d);
                 for (k, r) in kept.iter_mut().zip(&reads) {
                     if r & bit != 0 {
                         *k = None;
