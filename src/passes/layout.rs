@@ -328,6 +328,18 @@ impl<'s, 'a> Solver<'s, 'a> {
         self.stack.push(x);
     }
 
+    /// [`Solver::set_id`] of leaf `i` (in `lay`), the one leaf of array `x`, with a
+    /// layout `l` of its rank: set if unset.
+    #[inline]
+    fn fill(&mut self, i: usize, x: u32, l: u32) {
+        debug_assert_eq!(self.at(x, 0), Some(i));
+        debug_assert_eq!(self.layouts[l as usize].len(), self.ranks[i] as usize);
+        if self.lay[i] == UNSET {
+            self.lay[i] = l;
+            self.stack.push(x);
+        }
+    }
+
     fn set_all(&mut self, x: u32, leaves: &[Dims]) {
         for (i, l) in leaves.iter().enumerate() {
             self.set(x, i, l);
@@ -428,11 +440,11 @@ impl<'s, 'a> Solver<'s, 'a> {
                     if l == UNSET {
                         return;
                     }
-                    self.set_id(u, 0, l);
+                    self.fill(b, u, l);
                 }
                 for &o in ops {
                     if self.scan[o as usize].array_rank == r {
-                        self.set_id(o, 0, l);
+                        self.fill(self.base[o as usize] as usize, o, l);
                     }
                 }
             }
