@@ -391,9 +391,14 @@ impl Record {
         self.len += N;
     }
 
-    /// Appends the bytes gathered to `out`, and starts again.
+    /// Appends the bytes gathered to `out`, and starts again. (The whole buffer is
+    /// copied and the rest cut off: a copy of a fixed size is a few moves, where one of
+    /// `len` bytes is a call.)
+    #[inline]
     fn flush(&mut self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.buf[..self.len]);
+        let end = out.len() + self.len;
+        out.extend_from_slice(&self.buf);
+        out.truncate(end);
         self.len = 0;
     }
 }
