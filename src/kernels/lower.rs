@@ -969,17 +969,19 @@ impl Tracer<'_, '_> {
         let out_dims = r.dims(id);
         let full = |o: InstrId| smallvec::smallvec![DimMap::Full; r.rank(o)];
         let at = |k: usize| m.get(k).copied().unwrap_or(DimMap::Full);
-        let same_or_pos = |o: InstrId| -> OperandMaps {
+        // Pushed where made: `Same` is then a tag written, where a returned value is a
+        // few hundred bytes moved (a call to memcpy).
+        let push_same_or_pos = |res: &mut Vec<(InstrId, OperandMaps)>, o: InstrId| {
             // (an instruction's rank is the length of its dims)
             let rank = r.rank(o);
             // equal rank: the same dims, possibly resized (slice, pad,
             // dynamic-slice, concatenate, reverse, …)
             if rank == out_dims.len() {
-                OperandMaps::Same
+                res.push((o, OperandMaps::Same));
             } else if rank == 0 {
-                OperandMaps::New(Maps::new())
+                res.push((o, OperandMaps::New(Maps::new())));
             } else {
-                OperandMaps::New(positional(&r.dims(o), &out_dims, m))
+                res.push((o, OperandMaps::New(positional(&r.dims(o), &out_dims, m))));
             }
         };
         let idx = |d: i64| usize::try_from(d).ok();
@@ -1044,11 +1046,11 @@ impl Tracer<'_, '_> {
                     let ti = ins.attrs.tuple_index.and_then(|t| usize::try_from(t).ok());
                     if r.opcode(o) == Opcode::Tuple && !r.is_leaf(o) {
                         if let Some(e) = ti.and_then(|t| r.operands(o).get(t).copied()) {
-                            res.push((e, same_or_pos(e)));
+                            push_same_or_pos(res, e);
                             return;
                         }
                     }
-                    res.push((o, same_or_pos(o)));
+                    push_same_or_pos(res, o);
                 }
             }
             Opcode::Reduce => {
@@ -1120,20 +1122,19 @@ impl Tracer<'_, '_> {
                 // not the in-place root: operands keep the dims, indices unknown
                 let k = ops.len().saturating_sub(1) / 2;
                 for (i, &o) in ops.iter().enumerate() {
-                    let om = if i < k {
-                        same_or_pos(o)
+                    if i < k {
+                        push_same_or_pos(res, o);
                     } else if i == k {
-                        OperandMaps::New(full(o))
+                        res.push((o, OperandMaps::New(full(o))));
                     } else {
-                        OperandMaps::New(positional(&r.dims(o), &out_dims, m))
-                    };
-                    res.push((o, om));
+                        res.push((o, OperandMaps::New(positional(&r.dims(o), &out_dims, m))));
+                    }
                 }
             }
             Opcode::Iota | Opcode::Constant | Opcode::Rng | Opcode::RngBitGenerator => {}
             _ => {
                 for &o in ops.iter() {
-                    res.push((o, same_or_pos(o)));
+                    push_same_or_pos(res, o);
                 }
             }
         }
