@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::error::CompileError;
 use super::layout::{complete_layout, written_minor_to_major};
-use crate::ir::{CompId, Dims, InstrId, Module, Opcode, Shape};
+use crate::ir::{CompId, Dims, InstrId, Module, Opcode};
 use crate::rng::SplitMix64;
 
 /// Opcodes whose layouts a configuration may set.
@@ -341,6 +341,10 @@ pub struct NodeTable {
     /// What resolving a layout entry checks, per node (filled for configurable nodes):
     /// read once here instead of from the scattered instructions at every resolve.
     facts: Vec<NodeFacts>,
+    /// The default layouts ([`written_minor_to_major`]) of each configurable node's
+    /// output and operands 0 and 1 (empty where [`NodeFacts::ranks`] is -1), which a
+    /// configured prefix is completed against; indexed by [`NodeFacts::defaults`].
+    defaults: Vec<[Dims; 3]>,
 }
 
 /// Ranks of a configurable node's output and operands 0 and 1 (-1 = not an array or
@@ -349,6 +353,8 @@ pub struct NodeTable {
 struct NodeFacts {
     configurable: bool,
     ranks: [i32; 3],
+    /// The node's entry in [`NodeTable::defaults`] (a configurable node's).
+    defaults: u32,
 }
 
 impl NodeTable {
@@ -358,6 +364,7 @@ impl NodeTable {
         let mut offsets = Vec::with_capacity(m.computations.len());
         let mut pos = Vec::with_capacity(m.computations.len());
         let mut facts = Vec::with_capacity(m.instruction_count());
+        let mut defaults = Vec::new();
         for (ci, c) in m.computations.values().enumerate() {
             offsets.push(nodes.len());
             let mut p = vec![u32::MAX; c.graph.node_bound()];
@@ -371,6 +378,20 @@ impl NodeTable {
                 let operand_rank =
                     |slot: usize| c.operand(id, slot).and_then(|o| rank(&c.instr(o).shape));
                 facts.push(if is_configurable(ins.opcode) {
+                    // (a reshape's operand 1 is recorded as none: it has no kernel tensor)
+                    let kernel = (ins.opcode != Opcode::Reshape)
+                        .then(|| c.operand(id, 1))
+                        .flatten();
+                    let tensors = [
+                        Some(&*ins.shape),
+                        c.operand(id, 0).map(|o| &*c.instr(o).shape),
+                        kernel.map(|o| &*c.instr(o).shape),
+                    ];
+                    defaults.push(tensors.map(|s| {
+                        s.and_then(|s| s.as_array())
+                            .map(written_minor_to_major)
+                            .unwrap_or_default()
+                    }));
                     NodeFacts {
                         configurable: true,
                         ranks: [
@@ -382,11 +403,13 @@ impl NodeTable {
                                 operand_rank(1).unwrap_or(-1)
                             },
                         ],
+                        defaults: defaults.len() as u32 - 1,
                     }
                 } else {
                     NodeFacts {
                         configurable: false,
                         ranks: [-1; 3],
+                        defaults: u32::MAX,
                     }
                 });
             }
@@ -397,6 +420,7 @@ impl NodeTable {
             offsets,
             pos,
             facts,
+            defaults,
         }
     }
 
@@ -595,17 +619,16 @@ fn check_layout(
     Ok(Some(Dims::from_slice(v)))
 }
 
-/// A checked layout of one tensor completed to a full `minor_to_major` against the
-/// tensor's default (its layout in the input module, [`written_minor_to_major`]).
-fn completed(prefix: Option<Dims>, shape: Option<&Shape>) -> Option<Dims> {
+/// A checked layout of one tensor of rank `rank` (-1: not an array) completed to a full
+/// `minor_to_major` against the tensor's default (its layout in the input module,
+/// [`written_minor_to_major`]; empty for no array).
+fn completed(prefix: Option<Dims>, rank: i32, default: &[i64]) -> Option<Dims> {
     let prefix = prefix?;
-    let array = shape.and_then(|s| s.as_array());
-    if array.is_some_and(|a| a.rank() == prefix.len()) {
+    if usize::try_from(rank) == Ok(prefix.len()) {
         // a whole permutation (checked): completing it gives it back
         return Some(prefix);
     }
-    let default = array.map(written_minor_to_major).unwrap_or_default();
-    Some(complete_layout(&prefix, &default))
+    Some(complete_layout(&prefix, default))
 }
 
 /// Resolve and validate the layout and fusion parts of a config against a module.
@@ -647,6 +670,7 @@ pub fn resolve<'m>(
         let facts = t.facts.get(i).copied().unwrap_or(NodeFacts {
             configurable: false,
             ranks: [-1; 3],
+            defaults: u32::MAX,
         });
         let out_rank = usize::try_from(facts.ranks[0]).ok();
         if !facts.configurable || out_rank.is_none() {
@@ -663,11 +687,12 @@ pub fn resolve<'m>(
         }
         // (a reshape's operand 1 rank is recorded as -1: it has no kernel tensor)
         let kernel_rank = usize::try_from(facts.ranks[2]).ok();
-        let operand_shape = |slot: usize| comp.operand(id, slot).map(|o| &*comp.instr(o).shape);
+        let [out_default, input_default, kernel_default] = &t.defaults[facts.defaults as usize];
         let nl = NodeLayout {
             output: completed(
                 check_layout(&label, "output", &e.output, out_rank, "")?,
-                Some(&ins().shape),
+                facts.ranks[0],
+                out_default,
             ),
             input: completed(
                 check_layout(
@@ -677,7 +702,8 @@ pub fn resolve<'m>(
                     usize::try_from(facts.ranks[1]).ok(),
                     "operand 0 is not an array",
                 )?,
-                operand_shape(0),
+                facts.ranks[1],
+                input_default,
             ),
             kernel: completed(
                 check_layout(
@@ -687,7 +713,8 @@ pub fn resolve<'m>(
                     kernel_rank,
                     "only convolution and dot have a kernel (operand 1) tensor",
                 )?,
-                operand_shape(1),
+                facts.ranks[2],
+                kernel_default,
             ),
         };
         if out.layout_of[i] != u32::MAX {
