@@ -156,8 +156,9 @@ impl Clone for FNode<'_> {
 }
 
 impl FNode<'_> {
-    /// Equal in every field (shapes and names by identity where they are shared).
-    pub fn same_as(&self, o: &Self) -> bool {
+    /// Equal in every field but the layouts (shapes and names by identity where they
+    /// are shared): what [`FComp::reset_to`] makes equal.
+    pub fn same_but_layouts(&self, o: &Self) -> bool {
         let shape = match (&self.shape, &o.shape) {
             (ShapeRef::Borrowed(a), ShapeRef::Borrowed(b)) => std::ptr::eq(*a, *b),
             (ShapeRef::Owned(a), ShapeRef::Owned(b)) => a == b,
@@ -170,7 +171,6 @@ impl FNode<'_> {
             && self.operands == o.operands
             && self.users == o.users
             && self.name == o.name
-            && self.layouts == o.layouts
             && self.tuple_index == o.tuple_index
             && self.info == o.info
     }
@@ -295,12 +295,16 @@ impl Clone for FComp<'_> {
 
 impl<'a> FComp<'a> {
     /// Makes `self`, a copy of `o` that the passes have changed since, equal to `o`
-    /// again: the nodes the passes added are dropped, and of the others only what the
-    /// passes change is copied back (the opcode, which a bitcast changes; the layouts;
-    /// the operand and user lists of the nodes [`FComp::touched`] names, or of every
-    /// node if the user lists were [`FComp::rebuilt`]). The nodes the passes never
+    /// again but for the layouts: the nodes the passes added are dropped, and of the
+    /// others only what the passes change is copied back (the opcode, which a bitcast
+    /// changes; the operand and user lists of the nodes [`FComp::touched`] names, or of
+    /// every node if the user lists were [`FComp::rebuilt`]). The nodes the passes never
     /// touch are the bulk of a computation: copying every node whole was 2 % of the
-    /// instructions of a random configuration of ResNet-50 training.
+    /// instructions of a random configuration of ResNet-50 training. The layouts stay
+    /// as the last compilation left them: layout assignment, the first pass, writes
+    /// every node's of each computation it lays out (and leaves those equal untouched:
+    /// a vector's or a scalar's, most nodes of a training step), before any pass reads
+    /// them; a computation it does not lay out keeps its layouts from `o`.
     pub fn reset_to(&mut self, o: &Self) {
         if self.rebuilt || self.nodes.len() < o.nodes.len() {
             self.clone_from(o);
@@ -318,17 +322,15 @@ impl<'a> FComp<'a> {
         self.touched.clear();
         for (d, s) in self.nodes.iter_mut().zip(&o.nodes) {
             d.opcode = s.opcode;
-            if s.layouts.is_empty() {
-                d.layouts.clear();
-            } else {
-                d.layouts.clone_from(&s.layouts);
-            }
         }
         self.order.clone_from(&o.order);
         self.root = o.root;
         self.params.clone_from(&o.params);
         debug_assert!(
-            self.nodes.iter().zip(&o.nodes).all(|(a, b)| a.same_as(b)),
+            self.nodes
+                .iter()
+                .zip(&o.nodes)
+                .all(|(a, b)| a.same_but_layouts(b)),
             "a pass changed a node without recording it in `touched`"
         );
     }

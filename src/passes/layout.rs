@@ -1314,11 +1314,22 @@ impl Solved {
         } = self;
         for (x, n) in fc.nodes.iter_mut().enumerate() {
             let leaves = &lay[base[x] as usize..base[x + 1] as usize];
+            let layout = |l: u32| match l {
+                UNSET => &[][..],
+                l => &layouts[l as usize][..],
+            };
+            // (a node keeps the layouts of the last compilation, `FComp::reset_to`: most
+            // are the same, a vector's or a scalar's one)
+            if n.layouts.len() == leaves.len()
+                && n.layouts
+                    .iter()
+                    .zip(leaves)
+                    .all(|(d, &l)| d[..] == *layout(l))
+            {
+                continue;
+            }
             n.layouts.clear();
-            n.layouts.extend(leaves.iter().map(|&l| match l {
-                UNSET => Dims::new(),
-                l => dup(&layouts[l as usize]),
-            }));
+            n.layouts.extend(leaves.iter().map(|&l| dup(layout(l))));
         }
         scratch.scan = scan;
         scratch.base = base;
