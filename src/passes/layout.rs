@@ -188,6 +188,8 @@ pub(crate) struct LayoutScratch {
     layouts: Vec<Dims>,
     stack: Vec<u32>,
     bitcasts: BitcastMemo,
+    /// [`CopyMaker::memo`], emptied for each computation (its table kept grown).
+    copies: HashMap<(u32, Dims), u32, FxBuild>,
 }
 
 /// A leaf without a layout yet (in [`Solver::lay`]).
@@ -915,6 +917,7 @@ fn solve_comp(
         root_req.as_ref(),
         &mut flat.names,
         &mut stats,
+        &mut scratch.copies,
     );
     to_bitcasts(fc, &scratch.scan, &mut stats, &mut scratch.bitcasts);
     (comp_layouts(fc), stats)
@@ -1463,7 +1466,8 @@ fn requirement<'r>(
 
 struct CopyMaker<'n, 'a> {
     names: &'n mut Namer<'a>,
-    memo: HashMap<(u32, Dims), u32, FxBuild>,
+    /// The copy made of (node, layout).
+    memo: &'n mut HashMap<(u32, Dims), u32, FxBuild>,
     /// New nodes to place before the current user (or at the end for the root).
     pending: Vec<u32>,
 }
@@ -1557,10 +1561,12 @@ fn insert_copies<'a>(
     root_req: Option<&Leaves>,
     names: &mut Namer<'a>,
     stats: &mut LayoutStats,
+    memo: &mut HashMap<(u32, Dims), u32, FxBuild>,
 ) {
+    memo.clear();
     let mut mk = CopyMaker {
         names,
-        memo: HashMap::default(),
+        memo,
         pending: Vec::new(),
     };
     let nodes_before = fc.nodes.len();
