@@ -199,7 +199,7 @@ impl BodyNodes {
             };
             let (shape, shape_id) = shapes.get_with_id(n);
             list.push(BodyNode {
-                name: Name::from(n.name()),
+                name: n.body_name(),
                 opcode: n.opcode,
                 async_wrapped: n.src.and_then(|s| s.async_wrapped),
                 shape,

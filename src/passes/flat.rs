@@ -214,6 +214,17 @@ impl<'a> FNode<'a> {
         }
     }
 
+    /// [`FNode::name`], borrowed from the input module where it is the input
+    /// instruction's.
+    pub fn body_name(&self) -> super::kernel::NodeName<'a> {
+        use super::kernel::NodeName;
+        match (&self.name, self.src) {
+            (Some(n), _) => NodeName::Made(n.clone()),
+            (None, Some(s)) => NodeName::Input(&s.name),
+            _ => NodeName::Input("?"),
+        }
+    }
+
     /// The name the instruction will have in the output.
     pub fn name(&self) -> &str {
         match (&self.name, self.src) {

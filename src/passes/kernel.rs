@@ -285,7 +285,7 @@ impl std::ops::Deref for BodyAttrs<'_> {
 #[derive(Debug, Clone)]
 pub struct BodyNode<'m> {
     /// Name in the output module (of its first copy; see [`BodyInstr::clone_number`]).
-    pub name: Name,
+    pub name: NodeName<'m>,
     pub opcode: Opcode,
     pub async_wrapped: Option<Opcode>,
     /// Laid-out shape (TPU tiles attached), shared with the compiler's caches.
@@ -419,8 +419,32 @@ impl<'a> KernelBody<'a> {
         } else if b.clone_number == 0 {
             Name::from(self.node(i).name.as_str())
         } else {
-            super::flat::numbered(&self.node(i).name, None, b.clone_number)
+            super::flat::numbered(self.node(i).name.as_str(), None, b.clone_number)
         }
+    }
+}
+
+/// A [`BodyNode`]'s name: borrowed from the input instruction, or shared with the
+/// compiler's node (an inlined copy's, an instruction the compiler made); made into a
+/// [`Name`] only when asked for.
+#[derive(Debug, Clone)]
+pub enum NodeName<'m> {
+    Input(&'m str),
+    Made(std::sync::Arc<str>),
+}
+
+impl NodeName<'_> {
+    pub fn as_str(&self) -> &str {
+        match self {
+            NodeName::Input(s) => s,
+            NodeName::Made(s) => s,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
