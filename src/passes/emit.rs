@@ -107,7 +107,7 @@ impl<T, const W: usize> Default for NodeSlots<T, W> {
 struct NodeSlot<T> {
     /// Address of the input shape the node borrows (stable while the module is borrowed).
     src: usize,
-    /// [`layout_key`] of the node's layouts.
+    /// [`tiling::layout_key`] of the node's layouts.
     key: u64,
     value: Option<T>,
 }
@@ -247,32 +247,17 @@ impl ShapeCache {
 }
 
 /// What a node's laid-out shape is made of, in two words: the address of the input
-/// shape it borrows (stable while the module is borrowed) and its [`layout_key`]; the
+/// shape it borrows (stable while the module is borrowed) and its [`tiling::layout_key`]; the
 /// laid-out shape is a function of the two, so equal ids are equal shapes. None for
 /// shapes the passes made themselves (they live for one compilation, and their address
 /// could be reused by another shape) and for tuples.
 pub(crate) fn shape_id(n: &FNode<'_>) -> Option<(usize, u64)> {
     match &n.shape {
-        ShapeRef::Borrowed(s) => layout_key(&n.layouts).map(|k| (*s as *const Shape as usize, k)),
+        ShapeRef::Borrowed(s) => {
+            tiling::layout_key(&n.layouts).map(|k| (*s as *const Shape as usize, k))
+        }
         ShapeRef::Owned(_) => None,
     }
-}
-
-/// The layouts of a node with one array leaf of rank < 16, packed exactly into an
-/// integer (rank, then one 4-bit digit per dimension); None for anything else.
-fn layout_key(layouts: &[Dims]) -> Option<u64> {
-    let [l] = layouts else { return None };
-    if l.len() >= 16 {
-        return None;
-    }
-    let mut k = (l.len() as u64) << 60;
-    for (i, &d) in l.iter().enumerate() {
-        if !(0..16).contains(&d) {
-            return None;
-        }
-        k |= (d as u64) << (4 * i);
-    }
-    Some(k)
 }
 
 /// Physical shapes of the array leaves of a node.

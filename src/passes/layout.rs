@@ -178,7 +178,8 @@ fn dup(d: &[i64]) -> Dims {
     Dims::from_slice(d)
 }
 
-/// Work buffers of layout assignment, kept between compilations.
+/// Work buffers of layout assignment, kept between compilations of one prepared module
+/// (the bitcast memo's answers by node name its nodes).
 #[derive(Default)]
 pub(crate) struct LayoutScratch {
     base: Vec<u32>,
@@ -196,19 +197,51 @@ pub(crate) struct LayoutScratch {
 const UNSET: u32 = u32::MAX;
 
 /// Which transposes and reshapes are bitcasts ([`tiling::is_tpu_bitcast`]), remembered
-/// across compilations under everything the answer reads: the permutation, and both
-/// sides' element type, dims and layout. Random configurations give a reshape's tensors
-/// a few dozen layouts at most, so most tests are answered from the table. At most
-/// [`BitcastMemo::MAX`] answers are kept; a full table starts again.
+/// across compilations of one prepared module under everything the answer reads: by
+/// node and packed layouts where both sides' layouts pack, else by the permutation and
+/// both sides' element type, dims and layout. Random configurations give a reshape's
+/// tensors a few dozen layouts at most, so most tests are answered from the tables. At
+/// most [`BitcastMemo::MAX`] answers are kept in each; a full table starts again.
 #[derive(Default)]
 struct BitcastMemo {
     table: HashMap<Box<[i64]>, bool, FxBuild>,
     /// The key being looked up (reused).
     key: Vec<i64>,
+    /// The answers by node: (flat computation, node, both sides' packed layouts,
+    /// [`tiling::layout_key`]), which name everything else the answer reads (a node's
+    /// permutation, dims and element types, and its operand's, which a copy shares).
+    /// Four words hashed, where the table above hashes a few dozen.
+    by_node: HashMap<(u32, u32, u64, u64), bool, FxBuild>,
 }
 
 impl BitcastMemo {
     const MAX: usize = 1 << 16;
+
+    /// [`BitcastMemo::is_tpu_bitcast`] of node `x` of flat computation `fi`, whose
+    /// operand and result are laid out as `layouts` (packed, when both pack).
+    fn of_node(
+        &mut self,
+        node: (usize, u32),
+        layouts: Option<(u64, u64)>,
+        perm: Option<&[i64]>,
+        a: tiling::Laid<'_>,
+        b: tiling::Laid<'_>,
+    ) -> bool {
+        let Some((ka, kb)) = layouts else {
+            return self.is_tpu_bitcast(perm, a, b);
+        };
+        let key = (node.0 as u32, node.1, ka, kb);
+        if let Some(&answer) = self.by_node.get(&key) {
+            debug_assert_eq!(answer, tiling::is_tpu_bitcast(perm, a, b));
+            return answer;
+        }
+        let answer = self.is_tpu_bitcast(perm, a, b);
+        if self.by_node.len() >= Self::MAX {
+            self.by_node.clear();
+        }
+        self.by_node.insert(key, answer);
+        answer
+    }
 
     fn is_tpu_bitcast(
         &mut self,
@@ -919,7 +952,7 @@ fn solve_comp(
         &mut stats,
         &mut scratch.copies,
     );
-    to_bitcasts(fc, &scratch.scan, &mut stats, &mut scratch.bitcasts);
+    to_bitcasts(fc, fi, &scratch.scan, &mut stats, &mut scratch.bitcasts);
     (comp_layouts(fc), stats)
 }
 
@@ -1674,7 +1707,13 @@ fn relink_users(fc: &mut FComp<'_>, u: u32, copies: &[u32], moved: &[u32]) {
 }
 
 /// Turn transposes and reshapes that move no data (with TPU tiles) into bitcasts.
-fn to_bitcasts(fc: &mut FComp<'_>, scan: &[Scan], stats: &mut LayoutStats, memo: &mut BitcastMemo) {
+fn to_bitcasts(
+    fc: &mut FComp<'_>,
+    fi: usize,
+    scan: &[Scan],
+    stats: &mut LayoutStats,
+    memo: &mut BitcastMemo,
+) {
     for k in 0..fc.order.len() {
         let x = fc.order[k];
         let op = opcode_of(fc, scan, x as usize);
@@ -1710,7 +1749,8 @@ fn to_bitcasts(fc: &mut FComp<'_>, scan: &[Scan], stats: &mut LayoutStats, memo:
             dims: &b.dims,
             m2m: bm,
         };
-        if memo.is_tpu_bitcast(perm, from, to) {
+        let packed = tiling::layout_key(&on.layouts).zip(tiling::layout_key(&n.layouts));
+        if memo.of_node((fi, x), packed, perm, from, to) {
             fc.nodes[x as usize].opcode = Opcode::Bitcast;
             stats.bitcasts += 1;
         }

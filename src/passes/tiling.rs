@@ -396,6 +396,23 @@ pub fn is_tpu_bitcast(perm: Option<&[i64]>, a: Laid<'_>, b: Laid<'_>) -> bool {
     }
 }
 
+/// The layouts of a node with one array leaf of rank < 16, packed exactly into an
+/// integer (rank, then one 4-bit digit per dimension); None for anything else.
+pub(crate) fn layout_key(layouts: &[Dims]) -> Option<u64> {
+    let [l] = layouts else { return None };
+    if l.len() >= 16 {
+        return None;
+    }
+    let mut k = (l.len() as u64) << 60;
+    for (i, &d) in l.iter().enumerate() {
+        if !(0..16).contains(&d) {
+            return None;
+        }
+        k |= (d as u64) << (4 * i);
+    }
+    Some(k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
