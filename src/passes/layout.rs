@@ -191,6 +191,43 @@ pub(crate) struct LayoutScratch {
     bitcasts: BitcastMemo,
     /// [`CopyMaker::memo`], emptied for each computation (its table kept grown).
     copies: HashMap<(u32, Dims), u32, FxBuild>,
+    /// What a solver of each flat computation starts from, made at its first solve.
+    starts: Vec<Option<SolverStart>>,
+}
+
+/// The solver's tables of a computation as layout assignment finds it (the prepared
+/// one: a compilation's copies are dropped and its bitcasts made transposes and
+/// reshapes again before the next), with no configured node and no layout.
+#[derive(PartialEq)]
+struct SolverStart {
+    scan: Vec<Scan>,
+    base: Vec<u32>,
+    ranks: Vec<u8>,
+}
+
+impl SolverStart {
+    fn of(fc: &FComp<'_>) -> Self {
+        let mut scan = Vec::with_capacity(fc.nodes.len());
+        let mut base = Vec::with_capacity(fc.nodes.len() + 1);
+        let mut ranks = Vec::with_capacity(fc.nodes.len());
+        for n in &fc.nodes {
+            scan.push(Scan {
+                opcode: n.opcode,
+                class: class(n.opcode),
+                configured: false,
+                required: false,
+                array_rank: if n.info.array { n.info.rank } else { NOT_ARRAY },
+            });
+            base.push(ranks.len() as u32);
+            if n.info.array {
+                ranks.push(n.info.rank as u8);
+            } else {
+                ranks.extend(leaf_shapes(&n.shape).iter().map(|a| a.rank() as u8));
+            }
+        }
+        base.push(ranks.len() as u32);
+        SolverStart { scan, base, ranks }
+    }
 }
 
 /// A leaf without a layout yet (in [`Solver::lay`]).
@@ -281,7 +318,7 @@ impl BitcastMemo {
 /// What the solver's passes over every node test first, by node, apart from the nodes
 /// (three cache lines each): a pass reads one line for 32 nodes, and a node itself only
 /// when the test passes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 struct Scan {
     opcode: Opcode,
     /// The opcode's [`class`].
@@ -921,7 +958,7 @@ fn solve_comp(
     scratch: &mut LayoutScratch,
 ) -> (CompLayouts, LayoutStats) {
     let m = flat.module;
-    let mut s = Solver::new(&flat.comps[fi], role, cfg, scratch);
+    let mut s = Solver::new(&flat.comps[fi], fi, role, cfg, scratch);
     // 1. Buffers whose layout is fixed, all seeded before any propagation.
     s.seed_parameters(m, role);
     s.seed_fixed_results(boundary);
@@ -960,6 +997,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     /// A solver for `fc` with no layout set, its buffers taken from `scratch`.
     fn new(
         fc: &'s FComp<'a>,
+        fi: usize,
         role: &Role,
         cfg: &ResolvedConfig,
         scratch: &mut LayoutScratch,
@@ -971,25 +1009,20 @@ impl<'s, 'a> Solver<'s, 'a> {
         let mut layouts = std::mem::take(&mut scratch.layouts);
         let mut scan = std::mem::take(&mut scratch.scan);
         layouts.clear();
-        base.clear();
-        ranks.clear();
-        scan.clear();
-        for n in &fc.nodes {
-            scan.push(Scan {
-                opcode: n.opcode,
-                class: class(n.opcode),
-                configured: n.origin.get().and_then(|i| cfg.layout(i)).is_some(),
-                required: false,
-                array_rank: if n.info.array { n.info.rank } else { NOT_ARRAY },
-            });
-            base.push(ranks.len() as u32);
-            if n.info.array {
-                ranks.push(n.info.rank as u8);
-            } else {
-                ranks.extend(leaf_shapes(&n.shape).iter().map(|a| a.rank() as u8));
-            }
+        if scratch.starts.len() <= fi {
+            scratch.starts.resize_with(fi + 1, || None);
         }
-        base.push(ranks.len() as u32);
+        let start = scratch.starts[fi].get_or_insert_with(|| SolverStart::of(fc));
+        debug_assert!(
+            *start == SolverStart::of(fc),
+            "a prepared computation changed"
+        );
+        base.clone_from(&start.base);
+        ranks.clone_from(&start.ranks);
+        scan.clone_from(&start.scan);
+        for (s, n) in scan.iter_mut().zip(&fc.nodes) {
+            s.configured = n.origin.get().and_then(|i| cfg.layout(i)).is_some();
+        }
         lay.clear();
         lay.resize(ranks.len(), UNSET);
         let mut stack = std::mem::take(&mut scratch.stack);
