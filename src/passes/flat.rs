@@ -218,20 +218,21 @@ impl<'a> FNode<'a> {
     /// instruction's.
     pub fn body_name(&self) -> super::kernel::NodeName<'a> {
         use super::kernel::NodeName;
-        match (&self.name, self.src) {
-            (Some(n), _) => NodeName::Made(n.clone()),
-            (None, Some(s)) => NodeName::Input(&s.name),
-            _ => NodeName::Input("?"),
+        match &self.name {
+            Some(n) => NodeName::Made(n.clone()),
+            None => NodeName::Input(self.input_name()),
         }
     }
 
-    /// The name the instruction will have in the output.
+    /// The name the instruction will have in the output: its own (an inlined copy's, an
+    /// instruction the passes made), else the input instruction's.
     pub fn name(&self) -> &str {
-        match (&self.name, self.src) {
-            (Some(n), _) => n,
-            (None, Some(s)) => &s.name,
-            _ => "?",
-        }
+        self.name.as_deref().unwrap_or_else(|| self.input_name())
+    }
+
+    /// The input instruction's name (`?` without one).
+    fn input_name(&self) -> &'a str {
+        self.src.map_or("?", |s| &s.name)
     }
 
     /// Rank of an array shape (0 for tuples).
