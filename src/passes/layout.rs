@@ -191,22 +191,21 @@ pub(crate) struct LayoutScratch {
     bitcasts: BitcastMemo,
     /// [`CopyMaker::memo`], emptied for each computation (its table kept grown).
     copies: HashMap<(u32, Dims), u32, FxBuild>,
-    /// What a solver of each flat computation starts from, made at its first solve.
-    starts: Vec<Option<SolverStart>>,
 }
 
-/// The solver's tables of a computation as layout assignment finds it (the prepared
-/// one: a compilation's copies are dropped and its bitcasts made transposes and
-/// reshapes again before the next), with no configured node and no layout.
+/// The solver's tables of a prepared computation (a compilation's copies are dropped
+/// and its bitcasts made transposes and reshapes again before the next, so layout
+/// assignment always finds it so), with no configured node and no layout: made once
+/// per `PreparedModule`, copied by each solve.
 #[derive(PartialEq)]
-struct SolverStart {
+pub(crate) struct SolverStart {
     scan: Vec<Scan>,
     base: Vec<u32>,
     ranks: Vec<u8>,
 }
 
 impl SolverStart {
-    fn of(fc: &FComp<'_>) -> Self {
+    pub(crate) fn of(fc: &FComp<'_>) -> Self {
         let mut scan = Vec::with_capacity(fc.nodes.len());
         let mut base = Vec::with_capacity(fc.nodes.len() + 1);
         let mut ranks = Vec::with_capacity(fc.nodes.len());
@@ -803,6 +802,7 @@ fn dot_canonical(rank: usize, batch: &[i64], contracting: &[i64]) -> Dims {
 /// Run layout assignment on every flattened computation; returns counters.
 pub(crate) fn assign(
     flat: &mut Flat<'_>,
+    starts: &[SolverStart],
     cfg: &ResolvedConfig,
     scratch: &mut LayoutScratch,
 ) -> LayoutStats {
@@ -862,7 +862,7 @@ pub(crate) fn assign(
                 None => Some(embedded(c)),
             }
         };
-        let (cl, st) = solve_comp(flat, fi, &role, cfg, &boundary, scratch);
+        let (cl, st) = solve_comp(flat, fi, &starts[fi], &role, cfg, &boundary, scratch);
         stats.copies += st.copies;
         stats.bitcasts += st.bitcasts;
         done[fi] = Some(cl);
@@ -952,13 +952,14 @@ fn find_branch0(flat: &Flat<'_>, fi: usize) -> Option<usize> {
 fn solve_comp(
     flat: &mut Flat<'_>,
     fi: usize,
+    start: &SolverStart,
     role: &Role,
     cfg: &ResolvedConfig,
     boundary: &dyn Fn(CompId) -> Option<CompLayouts>,
     scratch: &mut LayoutScratch,
 ) -> (CompLayouts, LayoutStats) {
     let m = flat.module;
-    let mut s = Solver::new(&flat.comps[fi], fi, role, cfg, scratch);
+    let mut s = Solver::new(&flat.comps[fi], start, role, cfg, scratch);
     // 1. Buffers whose layout is fixed, all seeded before any propagation.
     s.seed_parameters(m, role);
     s.seed_fixed_results(boundary);
@@ -997,7 +998,7 @@ impl<'s, 'a> Solver<'s, 'a> {
     /// A solver for `fc` with no layout set, its buffers taken from `scratch`.
     fn new(
         fc: &'s FComp<'a>,
-        fi: usize,
+        start: &SolverStart,
         role: &Role,
         cfg: &ResolvedConfig,
         scratch: &mut LayoutScratch,
@@ -1009,13 +1010,9 @@ impl<'s, 'a> Solver<'s, 'a> {
         let mut layouts = std::mem::take(&mut scratch.layouts);
         let mut scan = std::mem::take(&mut scratch.scan);
         layouts.clear();
-        if scratch.starts.len() <= fi {
-            scratch.starts.resize_with(fi + 1, || None);
-        }
-        let start = scratch.starts[fi].get_or_insert_with(|| SolverStart::of(fc));
         debug_assert!(
             *start == SolverStart::of(fc),
-            "a prepared computation changed"
+            "the computation is not the prepared one"
         );
         base.clone_from(&start.base);
         ranks.clone_from(&start.ranks);

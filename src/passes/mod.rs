@@ -130,6 +130,8 @@ pub struct PreparedModule<'m> {
     flat: flat::Flat<'m>,
     /// The fusion pass's view of each computation of `flat`.
     fusion: Vec<fusion::FusionBase>,
+    /// The layout solver's tables of each computation of `flat`.
+    layout: Vec<layout::SolverStart>,
     names: std::sync::OnceLock<config::Names<'m>>,
     straight: std::sync::OnceLock<bool>,
     /// Work buffers of finished compilations, reused by the next ones (one per thread
@@ -162,6 +164,7 @@ impl<'m> PreparedModule<'m> {
         Ok(PreparedModule {
             module,
             fusion: flat.comps.iter().map(fusion::FusionBase::new).collect(),
+            layout: flat.comps.iter().map(layout::SolverStart::of).collect(),
             flat,
             names: std::sync::OnceLock::new(),
             straight: std::sync::OnceLock::new(),
@@ -308,7 +311,7 @@ impl<'m> PreparedModule<'m> {
             plans,
             layout: ls,
         } = scratch;
-        let lstats = layout::assign(flat, resolved, ls);
+        let lstats = layout::assign(flat, &self.layout, resolved, ls);
         plans.resize_with(flat.comps.len(), Default::default);
         for (i, (fc, plan)) in flat.comps.iter().zip(plans.iter_mut()).enumerate() {
             fusion::plan(fc, self.fusion.get(i), resolved, fs, plan);
@@ -435,7 +438,7 @@ mod tests {
         let config = CompilationConfig::random_layouts(m, seed);
         let resolved = config::resolve(m, &p.flat.table, &config, &p.names).unwrap();
         let mut s = p.take_scratch();
-        let copies = layout::assign(&mut s.flat, &resolved, &mut s.layout).copies;
+        let copies = layout::assign(&mut s.flat, &p.layout, &resolved, &mut s.layout).copies;
         (s, copies)
     }
 
