@@ -13,7 +13,7 @@ use tpusim::kernels::TileOverrides;
 use tpusim::kernels::{
     compile_program, compile_program_with, KernelMemo, KernelTimes, LoweredProgram,
 };
-use tpusim::passes::{CompilationConfig, PreparedModule};
+use tpusim::passes::{CompilationConfig, LayoutEntry, NodeRef, PreparedModule};
 use tpusim::tpu::TpuTarget;
 
 fn assert_same_program(what: &str, a: &LoweredProgram, b: &LoweredProgram) {
@@ -351,4 +351,76 @@ ENTRY e {
         exact.to_bits()
     );
     assert_eq!(times.len(), 1);
+}
+
+/// Layouts that differ only in which size-1 dim sits where lay out the same bytes: the
+/// model reads them alike (`kernels::ops::with_model_minor_to_major`), so they cost the
+/// same to the bit, and the table of times keys their kernels alike: a second such
+/// configuration is costed from the first one's entries, adding none.
+#[test]
+fn layouts_differing_only_in_size_one_dims_share_their_times() {
+    let text = r#"
+HloModule unit_dims, entry_computation_layout={(f32[64]{0}, f32[8,16,16,32]{3,2,1,0}, f32[1,1,32,32]{3,2,1,0})->(f32[1,1,1,64]{3,2,1,0}, f32[8,16,16,32]{3,2,1,0})}
+
+ENTRY e {
+  p = f32[64]{0} parameter(0)
+  x = f32[8,16,16,32]{3,2,1,0} parameter(1)
+  k = f32[1,1,32,32]{3,2,1,0} parameter(2)
+  r = f32[1,1,1,64]{3,2,1,0} reshape(p)
+  ex = f32[1,1,1,64]{3,2,1,0} exponential(r)
+  c = f32[8,16,16,32]{3,2,1,0} convolution(x, k), window={size=1x1}, dim_labels=b01f_01io->b01f
+  ROOT t = (f32[1,1,1,64]{3,2,1,0}, f32[8,16,16,32]{3,2,1,0}) tuple(ex, c)
+}
+"#;
+    let m = parse_module("unit_dims.hlo", text).unwrap();
+    let prepared = PreparedModule::new(&m).unwrap();
+    let v3 = TpuTarget::v3();
+    let cfg = |reshape_out: &[i64], kernel: &[i64]| CompilationConfig {
+        layout: vec![
+            LayoutEntry {
+                node: NodeRef::Name("r".into()),
+                output: reshape_out.to_vec(),
+                input: Vec::new(),
+                kernel: Vec::new(),
+            },
+            LayoutEntry {
+                node: NodeRef::Name("c".into()),
+                output: Vec::new(),
+                input: Vec::new(),
+                kernel: kernel.to_vec(),
+            },
+        ],
+        ..Default::default()
+    };
+    // the reshape's output: its size-1 dims 0, 1, 2 at the three major places, in
+    // another order; the convolution's kernel: its size-1 spatial dims 0 and 1 swapped
+    // (prefixes [2, 0] and [2, 1] complete to {2,0,3,1} and {2,1,3,0})
+    let first = cfg(&[3, 0, 1, 2], &[2, 0]);
+    let second = cfg(&[3, 1, 2, 0], &[2, 1]);
+    let exact = recompiled_ns(&prepared, &first, &v3).unwrap();
+    assert!(exact > 0.0);
+    assert_eq!(
+        recompiled_ns(&prepared, &second, &v3).unwrap().to_bits(),
+        exact.to_bits()
+    );
+    let times = KernelTimes::new(&m, &v3);
+    assert_eq!(
+        timed_ns(&prepared, &first, &times).unwrap().to_bits(),
+        exact.to_bits()
+    );
+    let kept = times.len();
+    assert!(kept >= 2, "{kept} bodies kept");
+    assert_eq!(
+        timed_ns(&prepared, &second, &times).unwrap().to_bits(),
+        exact.to_bits()
+    );
+    assert_eq!(
+        times.len(),
+        kept,
+        "the second configuration's bodies were all kept"
+    );
+    // a layout that moves the 64 to another place is another layout: a new body
+    let third = cfg(&[0, 3, 1, 2], &[2, 0]);
+    timed_ns(&prepared, &third, &times).unwrap();
+    assert!(times.len() > kept);
 }

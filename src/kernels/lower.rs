@@ -509,7 +509,16 @@ impl<'m> Region<'m> {
             },
             _ => None,
         };
-        let (am, bm) = (a.minor_to_major(), b.minor_to_major());
+        // the layouts as the model reads them (row-major when none)
+        let read = |s: &ArrayShape| {
+            super::ops::with_model_minor_to_major(s, |m| {
+                m.map_or_else(
+                    || crate::passes::tiling::row_major(s.rank()),
+                    crate::ir::Dims::from,
+                )
+            })
+        };
+        let (am, bm) = (read(a), read(b));
         crate::passes::tiling::is_tpu_bitcast(
             perm,
             crate::passes::tiling::Laid {

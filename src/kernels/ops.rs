@@ -63,35 +63,55 @@ fn valid_minor_to_major(a: &ArrayShape) -> Option<&[i64]> {
         .filter(|m2m| crate::passes::tiling::is_permutation(m2m, a.rank()))
 }
 
+/// The layout the cost model reads of an array, handed to `f`: its `minor_to_major`
+/// ([`valid_minor_to_major`]; none for row-major) with its size-1 dims numbered as
+/// [`crate::passes::tiling::canonical_unit_order`] numbers them. Layouts that differ only
+/// in which size-1 dim sits where lay out the same bytes and read the same here, so that
+/// they cost the same and the kernel tables key them alike (`kernels::memo`).
+pub(crate) fn with_model_minor_to_major<R>(
+    a: &ArrayShape,
+    f: impl FnOnce(Option<&[i64]>) -> R,
+) -> R {
+    let Some(m2m) = valid_minor_to_major(a) else {
+        return f(None);
+    };
+    match crate::passes::tiling::canonical_unit_order(&a.dims, m2m) {
+        Some(c) => f(Some(&c)),
+        None => f(Some(m2m)),
+    }
+}
+
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
 /// position `k` (major→minor = reverse of `minor_to_major`; a malformed layout reads
-/// as row-major).
+/// as row-major), as the cost model reads the layout ([`model_minor_to_major`]).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
     const INLINE: usize = 8;
     let rank = a.rank();
-    if rank > INLINE {
-        return match valid_minor_to_major(a) {
-            // a permutation of 0..rank: every entry converts
-            Some(m2m) => m2m.iter().rev().map(|&d| d as usize).collect(),
-            None => (0..rank).collect(),
-        };
-    }
-    // Written into the inline buffer whole (the common case, and most of the cost of
-    // a collect was its pushes).
-    let mut buf = [0usize; INLINE];
-    match valid_minor_to_major(a) {
-        Some(m2m) => {
-            for (b, &d) in buf.iter_mut().zip(m2m.iter().rev()) {
-                *b = d as usize;
+    with_model_minor_to_major(a, |m2m| {
+        if rank > INLINE {
+            return match m2m {
+                // a permutation of 0..rank: every entry converts
+                Some(m2m) => m2m.iter().rev().map(|&d| d as usize).collect(),
+                None => (0..rank).collect(),
+            };
+        }
+        // Written into the inline buffer whole (the common case, and most of the cost
+        // of a collect was its pushes).
+        let mut buf = [0usize; INLINE];
+        match m2m {
+            Some(m2m) => {
+                for (b, &d) in buf.iter_mut().zip(m2m.iter().rev()) {
+                    *b = d as usize;
+                }
+            }
+            None => {
+                for (k, b) in buf.iter_mut().enumerate() {
+                    *b = k;
+                }
             }
         }
-        None => {
-            for (k, b) in buf.iter_mut().enumerate() {
-                *b = k;
-            }
-        }
-    }
-    PhysOrder::from_buf_and_len(buf, rank)
+        PhysOrder::from_buf_and_len(buf, rank)
+    })
 }
 
 /// Physical dims (major→minor) of an array shape: [`crate::passes::tiling::physical_dims`]

@@ -37,6 +37,30 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
     true
 }
 
+/// The layout that stands for every layout of an array with the same bytes in memory:
+/// its size-1 dims keep their places in `m2m` but are numbered in increasing order from
+/// major to minor, as in a row-major layout. Two layouts that differ only in which
+/// size-1 dim sits where lay out the same bytes (a size-1 dim moves no address), and
+/// the cost model reads a layout through this one (`kernels::ops::physical_order`), so
+/// that it gives them one cost and the kernel tables one key. None when `m2m` is its
+/// own (fewer than two size-1 dims, or them in that order already). `m2m` must be a
+/// permutation of the dims.
+pub fn canonical_unit_order(dims: &[i64], m2m: &[i64]) -> Option<Dims> {
+    let unit = |d: i64| usize::try_from(d).ok().and_then(|d| dims.get(d)) == Some(&1);
+    if dims.iter().filter(|&&d| d == 1).count() < 2 {
+        return None;
+    }
+    // the size-1 dims in increasing order, handed out from the major end
+    let mut labels = (0..dims.len() as i64).filter(|&d| dims[d as usize] == 1);
+    let mut out = Dims::from_slice(m2m);
+    for slot in out.iter_mut().rev() {
+        if unit(*slot) {
+            *slot = labels.next()?;
+        }
+    }
+    (out.as_slice() != m2m).then_some(out)
+}
+
 /// Physical dims, major → minor (untiled [`padded_physical_dims`]).
 pub fn physical_dims(dims: &[i64], m2m: &[i64]) -> Dims {
     padded_physical_dims(dims, m2m, &[])
@@ -417,6 +441,43 @@ pub(crate) fn layout_key(layouts: &[Dims]) -> Option<u64> {
 mod tests {
     use super::*;
     use PrimitiveType::*;
+
+    #[test]
+    fn size_one_dims_are_numbered_from_major_to_minor() {
+        // [1,1,1,C]: row-major is its own; every other order of the three size-1 dims
+        // around C in the same places reads as it
+        assert_eq!(canonical_unit_order(&[1, 1, 1, 64], &[3, 2, 1, 0]), None);
+        assert_eq!(
+            canonical_unit_order(&[1, 1, 1, 64], &[3, 0, 1, 2]).as_deref(),
+            Some(&[3, 2, 1, 0][..])
+        );
+        // C minor-most or second-minor: the places of the size-1 dims are kept
+        assert_eq!(
+            canonical_unit_order(&[1, 1, 1, 64], &[1, 3, 0, 2]).as_deref(),
+            Some(&[2, 3, 1, 0][..])
+        );
+        assert_eq!(canonical_unit_order(&[1, 1, 64, 64], &[1, 2, 3, 0]), None);
+        assert_eq!(
+            canonical_unit_order(&[1, 1, 64, 64], &[0, 2, 3, 1]).as_deref(),
+            Some(&[1, 2, 3, 0][..])
+        );
+        // one size-1 dim, or none: nothing to choose
+        assert_eq!(canonical_unit_order(&[8, 1, 56, 64], &[1, 3, 2, 0]), None);
+        assert_eq!(canonical_unit_order(&[8, 56, 56, 64], &[0, 1, 2, 3]), None);
+        // the same bytes: the physical dims and the tiles do not change
+        for m2m in [[0, 3, 1, 2], [2, 3, 0, 1], [1, 0, 3, 2], [3, 1, 0, 2]] {
+            let dims = [1, 1, 1, 256];
+            let c = canonical_unit_order(&dims, &m2m).unwrap_or_else(|| Dims::from_slice(&m2m));
+            assert!(is_permutation(&c, 4));
+            assert_eq!(physical_dims(&dims, &c), physical_dims(&dims, &m2m));
+            assert_eq!(tpu_tiles(F32, &dims, &c), tpu_tiles(F32, &dims, &m2m));
+            assert_eq!(
+                canonical_unit_order(&dims, &c),
+                None,
+                "{m2m:?}: canonical twice"
+            );
+        }
+    }
 
     #[test]
     fn permutations_of_small_and_large_ranks() {
