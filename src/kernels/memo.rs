@@ -421,8 +421,9 @@ fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
 }
 
 /// A body node's laid-out shape, into a key: the content id (else the address) of the
-/// input shape it lays out and its packed layout when it has a shape id, else the whole
-/// shape (into `out`, after `r`'s bytes).
+/// input shape it lays out and its packed layout as the cost model reads it
+/// (`BodyNode::model_layout`) when it has a shape id, else the whole shape (into `out`,
+/// after `r`'s bytes).
 #[inline]
 fn shape_key(
     n: &crate::passes::kernel::BodyNode<'_>,
@@ -431,7 +432,7 @@ fn shape_key(
     out: &mut Vec<u8>,
 ) {
     match n.shape_id {
-        Some((at, layout)) => {
+        Some((at, _)) => {
             match ids.and_then(|ids| ids.shape(at)) {
                 Some(id) => {
                     r.put([SHAPE_CONTENT]);
@@ -442,7 +443,8 @@ fn shape_key(
                     r.put(at.to_le_bytes());
                 }
             }
-            r.put(model_layout(n, layout).to_le_bytes());
+            // the layout as the model reads it (`BodyNode::model_layout`)
+            r.put(n.model_layout.to_le_bytes());
         }
         None => {
             r.put([SHAPE]);
@@ -450,25 +452,6 @@ fn shape_key(
             n.shape.hash(&mut Recorder(out));
         }
     }
-}
-
-/// The packed layout (`layout`, [`crate::passes::tiling::layout_key`]) of body node `n`
-/// as the cost model reads it ([`super::ops::with_model_minor_to_major`]): the node's
-/// own, but with its size-1 dims numbered in the model's order, so that layouts that
-/// lay out the same bytes key alike. (An array with fewer than two size-1 dims reads as
-/// it is laid out.)
-#[inline]
-fn model_layout(n: &crate::passes::kernel::BodyNode<'_>, layout: u64) -> u64 {
-    let Some(a) = n.shape.as_array() else {
-        return layout;
-    };
-    if a.dims.iter().filter(|&&d| d == 1).count() < 2 {
-        return layout;
-    }
-    super::ops::with_model_minor_to_major(a, |m| {
-        m.and_then(|m| crate::passes::tiling::layout_key(&[crate::ir::Dims::from(m)]))
-    })
-    .unwrap_or(layout)
 }
 
 /// The memo's key of `body` (by address), into `out` (cleared first): everything lowering

@@ -197,13 +197,14 @@ impl BodyNodes {
                 Some(s) => BodyAttrs::Stripped(&s.attrs, node_attrs(n, Some(s.attrs.clone()))),
                 None => BodyAttrs::Own(node_attrs(n, None)),
             };
-            let (shape, shape_id) = shapes.get_with_id(n);
+            let (shape, shape_id, model_layout) = shapes.get_with_id(n);
             list.push(BodyNode {
                 name: n.body_name(),
                 opcode: n.opcode,
                 async_wrapped: n.src.and_then(|s| s.async_wrapped),
                 shape,
                 shape_id,
+                model_layout,
                 attrs,
             });
         }
@@ -217,7 +218,7 @@ impl BodyNodes {
 /// holds [`ShapeCache::MAX`]) finds nearly all of them, where the last two layouts of
 /// each node found about half.
 #[derive(Default)]
-struct ShapeCache(HashMap<(usize, u64), SharedShape, FxBuild>);
+struct ShapeCache(HashMap<(usize, u64), (SharedShape, u64), FxBuild>);
 
 impl ShapeCache {
     /// Shapes kept at most (a few hundred bytes each).
@@ -227,22 +228,29 @@ impl ShapeCache {
         self.get_with_id(n).0
     }
 
-    /// The laid-out shape of node `n` and its [`shape_id`].
-    fn get_with_id(&mut self, n: &FNode<'_>) -> (SharedShape, Option<(usize, u64)>) {
+    /// The laid-out shape of node `n`, its [`shape_id`], and the packed layout the cost
+    /// model reads of it ([`tiling::model_layout_key`]; 0 without a shape id), kept with
+    /// the shape.
+    fn get_with_id(&mut self, n: &FNode<'_>) -> (SharedShape, Option<(usize, u64)>, u64) {
         let id = shape_id(n);
         let make = || SharedShape::new(laid_out(&n.shape, &n.layouts));
         let Some(key) = id else {
-            return (make(), id);
+            return (make(), id, 0);
         };
-        if let Some(s) = self.0.get(&key) {
-            return (s.clone(), id);
+        if let Some((s, model)) = self.0.get(&key) {
+            return (s.clone(), id, *model);
         }
         if self.0.len() >= Self::MAX {
             self.0.clear();
         }
         let s = make();
-        self.0.insert(key, s.clone());
-        (s, id)
+        // a shape id is one array leaf with one layout
+        let model = match (n.shape.as_array(), n.layouts.first()) {
+            (Some(a), Some(l)) => tiling::model_layout_key(&a.dims, l, key.1),
+            _ => key.1,
+        };
+        self.0.insert(key, (s.clone(), model));
+        (s, id, model)
     }
 }
 

@@ -294,6 +294,11 @@ pub struct BodyNode<'m> {
     /// of the input shape and the packed layout): equal ids are equal shapes while the
     /// input module is borrowed.
     pub shape_id: Option<(usize, u64)>,
+    /// With a `shape_id`, its packed layout as the cost model reads it
+    /// ([`super::tiling::model_layout_key`]: the size-1 dims numbered in the model's
+    /// order), which the kernel tables' keys name: shapes of one input shape and one
+    /// model layout cost alike. 0 without.
+    pub model_layout: u64,
     /// Attributes as in the *input* module: called computations keep their input ids.
     pub attrs: BodyAttrs<'m>,
 }

@@ -43,11 +43,11 @@ pub fn is_permutation(m2m: &[i64], rank: usize) -> bool {
 /// size-1 dim sits where lay out the same bytes (a size-1 dim moves no address), and
 /// the cost model reads a layout through this one (`kernels::ops::physical_order`), so
 /// that it gives them one cost and the kernel tables one key. None when `m2m` is its
-/// own (fewer than two size-1 dims, or them in that order already). `m2m` must be a
-/// permutation of the dims.
+/// own (fewer than two size-1 dims, or them in that order already), and when `m2m` is
+/// no permutation of the dims (the model reads such a layout as row-major).
 pub fn canonical_unit_order(dims: &[i64], m2m: &[i64]) -> Option<Dims> {
     let unit = |d: i64| usize::try_from(d).ok().and_then(|d| dims.get(d)) == Some(&1);
-    if dims.iter().filter(|&&d| d == 1).count() < 2 {
+    if dims.iter().filter(|&&d| d == 1).count() < 2 || !is_permutation(m2m, dims.len()) {
         return None;
     }
     // the size-1 dims in increasing order, handed out from the major end
@@ -418,6 +418,14 @@ pub fn is_tpu_bitcast(perm: Option<&[i64]>, a: Laid<'_>, b: Laid<'_>) -> bool {
         let bt = tpu_tiles(b.et, b.dims, b.m2m);
         tiled_compatible(a.dims, a.m2m, &at, b.dims, b.m2m, &bt)
     }
+}
+
+/// [`layout_key`] of the one layout `m2m` of an array of `dims` as the cost model reads
+/// it ([`canonical_unit_order`]); `packed` is `m2m`'s own key.
+pub(crate) fn model_layout_key(dims: &[i64], m2m: &[i64], packed: u64) -> u64 {
+    canonical_unit_order(dims, m2m)
+        .and_then(|c| layout_key(&[c]))
+        .unwrap_or(packed)
 }
 
 /// The layouts of a node with one array leaf of rank < 16, packed exactly into an
