@@ -83,7 +83,7 @@ pub(crate) fn with_model_minor_to_major<R>(
 
 /// Logical dims → physical order: `phys[k]` = logical dim at physical
 /// position `k` (major→minor = reverse of `minor_to_major`; a malformed layout reads
-/// as row-major), as the cost model reads the layout ([`model_minor_to_major`]).
+/// as row-major), as the cost model reads the layout ([`with_model_minor_to_major`]).
 pub fn physical_order(a: &ArrayShape) -> PhysOrder {
     const INLINE: usize = 8;
     let rank = a.rank();
