@@ -228,8 +228,7 @@ pub struct KernelTimes {
 impl KernelTimes {
     /// Instructions (leaves included) of the largest body kept. Random configurations
     /// of ResNet-50 training: of the bodies of 33 instructions or more, few recur, and
-    /// keying them costs more than finding the few saves (`docs/generation.md`, the
-    /// eleventh round).
+    /// keying them costs more than finding the few saves (`docs/kernels.md` §3.6).
     pub const MAX_BODY: usize = 32;
 
     /// An empty table for the compilations of `module` on `target`; it keeps up to
