@@ -102,8 +102,19 @@ fn oversized_shapes_are_errors_at_their_line() {
         fails(&["estimate", s(&f)], &want);
         fails(&["analyze", s(&f), "--json"], &want);
         let out = d.path().join(format!("out_{name}"));
-        fails(&["generate", "tile", s(&f), "--out", s(&out)], &want);
+        // Every command prints the located error as it is, `error:` once.
+        for args in [
+            vec!["generate", "tile", s(&f), "--out", s(&out)],
+            vec!["generate", "layout", s(&f), "--out", s(&out)],
+        ] {
+            let e = fails(&args, &want);
+            assert!(e.starts_with(s(&f)), "{args:?}: {e}");
+            assert_eq!(e.matches("error:").count(), 1, "{args:?}: {e}");
+        }
         assert!(!out.join("npz").exists());
+        let csv = d.path().join(format!("{name}.csv"));
+        let e = fails(&["predict", s(&f), "--out", s(&csv)], &want);
+        assert_eq!(e.matches("error:").count(), 1, "{e}");
     }
     // The largest array allowed (2^40 elements of 1 byte... of f32: 2^38) is costed with
     // finite numbers.
@@ -115,6 +126,26 @@ fn oversized_shapes_are_errors_at_their_line() {
     let v: serde_json::Value = serde_json::from_str(&ok(&["estimate", s(&f), "--json"])).unwrap();
     let t = v["total_ns"].as_f64().unwrap();
     assert!(t.is_finite() && t > 1e8, "{t}");
+}
+
+/// A missing input is named, with `error:` once, by every command that reads modules.
+#[test]
+fn a_missing_input_is_named_once() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("absent.hlo");
+    let want = format!("{}: error: ", s(&f));
+    let out = d.path().join("out");
+    let csv = d.path().join("p.csv");
+    for args in [
+        vec!["estimate", s(&f)],
+        vec!["analyze", s(&f)],
+        vec!["print", s(&f)],
+        vec!["generate", "tile", s(&f), "--out", s(&out)],
+        vec!["predict", s(&f), "--out", s(&csv)],
+    ] {
+        let e = fails(&args, &want);
+        assert_eq!(e.matches("error:").count(), 1, "{args:?}: {e}");
+    }
 }
 
 /// Case 3: the `.pb` reader applies the text parser's checks: negative dimensions and
@@ -539,7 +570,7 @@ fn corrupted_proto_is_named_as_such() {
     let f = write(d.path(), "flip.pb", b);
     let e = fails(
         &["parse", s(&f)],
-        "flip.pb: binary data, not HLO text: not a valid xla.HloModuleProto",
+        "flip.pb: error: binary data, not HLO text: not a valid xla.HloModuleProto",
     );
     assert!(e.contains("at byte"), "{e}");
     assert!(!e.contains("UTF-8"), "{e}");

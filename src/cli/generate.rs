@@ -125,7 +125,7 @@ pub fn inputs(paths: &[PathBuf]) -> Result<Vec<Input>> {
     files.sort();
     let mut out = Vec::new();
     for f in files {
-        let mods = load_modules(&f, false).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mods = load_modules(&f, false)?;
         let names = module_names(&f, mods.len());
         for (m, name) in mods.into_iter().zip(names) {
             out.push(Input {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::hlo::{parse_module, split_modules, HloError};
 use crate::ir::Module;
+use crate::proto::ProtoError;
 
 /// One module read from a file (`label` is `FILE` or `FILE#k` for split files).
 pub struct LoadedModule {
@@ -32,8 +33,10 @@ pub fn load_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadE
 
 fn read_modules(path: &Path, split: bool) -> Result<Vec<LoadedModule>, LoadError> {
     let file = path.display().to_string();
-    let bytes = crate::limits::read_module_bytes(path)
-        .map_err(|e| LoadError::Io(format!("{file}: {e}")))?;
+    let bytes = crate::limits::read_module_bytes(path).map_err(|cause| LoadError::Read {
+        file: file.clone(),
+        cause,
+    })?;
     modules_from_bytes(&file, bytes, split)
 }
 
@@ -50,8 +53,11 @@ pub fn modules_from_bytes(
     // content, whatever the file is called.
     use crate::proto::{detect, InputKind};
     if !matches!(detect(&bytes), InputKind::HloText | InputKind::Unknown) {
-        let mods = crate::proto::modules_from_binary(&bytes)
-            .map_err(|e| LoadError::Io(format!("{file}: error: {e}")))?;
+        let mods =
+            crate::proto::modules_from_binary(&bytes).map_err(|cause| LoadError::Binary {
+                file: file.clone(),
+                cause,
+            })?;
         let many = mods.len() > 1;
         return Ok(mods
             .into_iter()
@@ -80,9 +86,7 @@ pub fn modules_from_bytes(
                     label: file,
                     module,
                 }]),
-                Err(e) => Err(LoadError::Io(format!(
-                    "{file}: binary data, not HLO text: {e}"
-                ))),
+                Err(cause) => Err(LoadError::NotText { file, cause }),
             };
         }
     };
@@ -126,11 +130,21 @@ pub fn modules_from_bytes(
     Ok(out)
 }
 
-/// Why a module file could not be loaded.
+/// Why a module file could not be loaded. The message names the file (and, for HLO
+/// text, the line and column) and says `error:` itself, as every command prints it; the
+/// cause is part of the message, not a separate `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{0}")]
-    Io(String),
+    /// The file could not be read: missing, unreadable, or over the size limit.
+    #[error("{file}: error: {cause}")]
+    Read { file: String, cause: std::io::Error },
+    /// A binary input (`HloModuleProto`, tuning data) that does not decode.
+    #[error("{file}: error: {cause}")]
+    Binary { file: String, cause: ProtoError },
+    /// Content that is neither HLO text nor a recognised binary input.
+    #[error("{file}: error: binary data, not HLO text: {cause}")]
+    NotText { file: String, cause: ProtoError },
+    /// HLO text that does not parse.
     #[error("{0}")]
     Hlo(HloError),
 }

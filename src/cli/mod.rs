@@ -122,8 +122,21 @@ pub fn run() -> i32 {
             {
                 return 0;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("{}", error_line(&e, None));
             1
         }
+    }
+}
+
+/// How a command prints an error that ends it (or, with `file`, one input's error): an
+/// input file that could not be loaded names itself and says `error:` (`FILE[:LINE:COL]:
+/// error: ...`); any other error gets `error: ` and the file, when given, in front.
+pub(crate) fn error_line(e: &anyhow::Error, file: Option<&std::path::Path>) -> String {
+    if e.chain().count() == 1 && e.downcast_ref::<LoadError>().is_some() {
+        return e.to_string();
+    }
+    match file {
+        Some(f) => format!("error: {}: {e:#}", f.display()),
+        None => format!("error: {e:#}"),
     }
 }

@@ -226,7 +226,7 @@ pub fn predict(a: PredictArgs) -> Result<i32> {
             Ok(g) => g,
             Err(e) => {
                 bad_files += 1;
-                bar.suspend(|| eprintln!("error: {}: {e:#}", file.display()));
+                bar.suspend(|| eprintln!("{}", super::error_line(&e, Some(file))));
                 continue;
             }
         };
