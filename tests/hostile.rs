@@ -526,6 +526,16 @@ fn configs_and_targets_are_checked() {
         &["estimate", s(&m), "--config", s(&y)],
         "c.yaml: a configuration file must end in .json or .toml",
     );
+    // A configuration that does not parse is named once, with where it goes wrong.
+    let j = write(d.path(), "c.json", "{\"layouts\": []}");
+    let e = fails(
+        &["estimate", s(&m), "--config", s(&j)],
+        &format!(
+            "error: cannot read compilation config {}: unknown field `layouts`",
+            s(&j)
+        ),
+    );
+    assert_eq!(e.matches("c.json").count(), 1, "{e}");
     for (kv, want) in [
         (
             "vmem_limit_bytes = 1",

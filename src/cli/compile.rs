@@ -1,6 +1,6 @@
 //! `tpusim compile`, `tpusim estimate` and `tpusim explain`.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::{Path, PathBuf};
 
@@ -94,7 +94,8 @@ pub fn target(spec: &str, host_dispatch: bool) -> Result<TpuTarget> {
 pub(super) fn config(path: &Option<PathBuf>) -> Result<CompilationConfig> {
     match path {
         Some(p) => {
-            CompilationConfig::from_path(p).with_context(|| format!("reading {}", p.display()))
+            // The error names the file already.
+            Ok(CompilationConfig::from_path(p)?)
         }
         None => Ok(CompilationConfig::default()),
     }
