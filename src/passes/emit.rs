@@ -994,23 +994,25 @@ impl<'e, 'a> Emitter<'e, 'a> {
             if self.bodies {
                 // the name as `name_for` would make it, made only if asked for
                 let number = self.clone_number(x2, &mut b.named);
-                let ops: Option<SmallVec<[InstrId; 4]>> = nd2
-                    .operands
-                    .iter()
-                    .map(|&o| {
-                        let l = b.local[o as usize];
-                        (l != NONE).then(|| InstrId::new(l as usize))
-                    })
-                    .collect();
-                let ops = ops
-                    .ok_or_else(|| bad(m, format!("fused operand of '{}' missing", nd2.name())))?;
                 if is_hero {
                     hero_name = clone_name(nd2.name(), number);
                 }
                 let node = b
                     .body_nodes
                     .index(&mut self.nodes, fi, x2, nd2, &mut b.shapes);
-                self.arena.push(BodyInstr::of(node, number, ops));
+                // The operands are written where they stay: a list built aside and
+                // moved in reads its words back before their stores have landed.
+                let at = self.arena.len();
+                self.arena
+                    .push(BodyInstr::of(node, number, SmallVec::new()));
+                let ops = &mut self.arena[at].operands;
+                for &o in &nd2.operands {
+                    let l = b.local[o as usize];
+                    if l == NONE {
+                        return Err(bad(m, format!("fused operand of '{}' missing", nd2.name())));
+                    }
+                    ops.push(InstrId::new(l as usize));
+                }
                 b.local[x2 as usize] = f.len;
                 f.len += 1;
                 continue;
