@@ -234,20 +234,26 @@ const UNSET: u32 = u32::MAX;
 
 /// Which transposes and reshapes are bitcasts ([`tiling::is_tpu_bitcast`]), remembered
 /// across compilations of one prepared module under everything the answer reads: by
-/// node and packed layouts where both sides' layouts pack, else by the permutation and
-/// both sides' element type, dims and layout. Random configurations give a reshape's
-/// tensors a few dozen layouts at most, so most tests are answered from the tables. At
-/// most [`BitcastMemo::MAX`] answers are kept in each; a full table starts again.
+/// the node's structure and packed layouts where both sides' layouts pack, else by the
+/// permutation and both sides' element type, dims and layout. Random configurations
+/// give a reshape's tensors a few dozen layouts at most, so most tests are answered
+/// from the tables. At most [`BitcastMemo::MAX`] answers are kept in each; a full table
+/// starts again.
 #[derive(Default)]
 struct BitcastMemo {
     table: HashMap<Box<[i64]>, bool, FxBuild>,
     /// The key being looked up (reused).
     key: Vec<i64>,
-    /// The answers by node: (flat computation, node, both sides' packed layouts,
-    /// [`tiling::layout_key`]), which name everything else the answer reads (a node's
-    /// permutation, dims and element types, and its operand's, which a copy shares).
-    /// Four words hashed, where the table above hashes a few dozen.
-    by_node: HashMap<(u32, u32, u64, u64), bool, FxBuild>,
+    /// Each node's structure (by flat computation and node; [`NONE`]: not met yet): the
+    /// number of its permutation, dims and element type and its operand's (which a
+    /// copy shares) in `structures`. A model repeats a few structures over many nodes.
+    structure: Vec<Vec<u32>>,
+    structures: HashMap<Box<[i64]>, u32, FxBuild>,
+    /// The answers by structure and both sides' packed layouts ([`tiling::layout_key`]),
+    /// which name everything the answer reads: three words hashed, where the table
+    /// above hashes a few dozen, and few enough answers to stay in the cache (one table
+    /// by node held tens of thousands, and each test waited on memory).
+    by_structure: HashMap<(u32, u64, u64), bool, FxBuild>,
 }
 
 impl BitcastMemo {
@@ -266,17 +272,57 @@ impl BitcastMemo {
         let Some((ka, kb)) = layouts else {
             return self.is_tpu_bitcast(perm, a, b);
         };
-        let key = (node.0 as u32, node.1, ka, kb);
-        if let Some(&answer) = self.by_node.get(&key) {
+        let key = (self.structure_of(node, perm, &a, &b), ka, kb);
+        if let Some(&answer) = self.by_structure.get(&key) {
             debug_assert_eq!(answer, tiling::is_tpu_bitcast(perm, a, b));
             return answer;
         }
         let answer = self.is_tpu_bitcast(perm, a, b);
-        if self.by_node.len() >= Self::MAX {
-            self.by_node.clear();
+        if self.by_structure.len() >= Self::MAX {
+            self.by_structure.clear();
         }
-        self.by_node.insert(key, answer);
+        self.by_structure.insert(key, answer);
         answer
+    }
+
+    /// The number of node `node`'s structure: its permutation and both sides' element
+    /// types and dims (`a` and `b` without their layouts), numbered when first met.
+    fn structure_of(
+        &mut self,
+        node: (usize, u32),
+        perm: Option<&[i64]>,
+        a: &tiling::Laid<'_>,
+        b: &tiling::Laid<'_>,
+    ) -> u32 {
+        let (fi, x) = (node.0, node.1 as usize);
+        if self.structure.len() <= fi {
+            self.structure.resize_with(fi + 1, Vec::new);
+        }
+        if let Some(&id) = self.structure[fi].get(x).filter(|&&id| id != NONE) {
+            return id;
+        }
+        // every list after its length, so that two keys are equal only for equal inputs
+        let mut k: Vec<i64> = Vec::new();
+        match perm {
+            Some(p) => {
+                k.push(p.len() as i64);
+                k.extend_from_slice(p);
+            }
+            None => k.push(-1),
+        }
+        for side in [a, b] {
+            k.push(side.et as i64);
+            k.push(side.dims.len() as i64);
+            k.extend_from_slice(side.dims);
+        }
+        let next = self.structures.len() as u32;
+        let id = *self.structures.entry(k.into()).or_insert(next);
+        let v = &mut self.structure[fi];
+        if v.len() <= x {
+            v.resize(x + 1, NONE);
+        }
+        v[x] = id;
+        id
     }
 
     fn is_tpu_bitcast(
@@ -1850,5 +1896,23 @@ mod tests {
             cases.len(),
             "one entry per distinct question"
         );
+        // by node: nodes 10 and 11 are laid out as the first case, node 12 has their
+        // structure laid out as the second, node 13 is the third (bf16): two
+        // structures, three answers
+        let packed = |a: &tiling::Laid<'_>, b: &tiling::Laid<'_>| {
+            tiling::layout_key(&[dup(a.m2m)]).zip(tiling::layout_key(&[dup(b.m2m)]))
+        };
+        for _ in 0..2 {
+            for (x, case) in [(10u32, 0usize), (11, 0), (12, 1), (13, 2)] {
+                let (p, a, b) = cases[case];
+                let layouts = packed(&a, &b);
+                assert!(layouts.is_some());
+                assert_eq!(memo.of_node((0, x), layouts, p, a, b), direct[case]);
+            }
+        }
+        assert_eq!(memo.structures.len(), 2);
+        assert_eq!(memo.by_structure.len(), 3);
+        assert_eq!(memo.structure[0][10], memo.structure[0][12]);
+        assert_ne!(memo.structure[0][10], memo.structure[0][13]);
     }
 }
