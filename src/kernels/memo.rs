@@ -367,38 +367,16 @@ const SHAPE: u8 = 8;
 const CONTENT: u8 = 16;
 const SHAPE_CONTENT: u8 = SHAPE_ID + CONTENT;
 
-/// One instruction's part of a key, gathered on the stack and appended at once (a key
-/// is written for every body of up to [`KernelTimes::MAX_BODY`] instructions of every
-/// configuration: appending its few fields one by one to the key cost more than the
-/// fields).
-struct Record {
-    buf: [u8; 40],
-    len: usize,
-}
+/// Appends the fields of a key to it one by one, each as it is made. (Gathering an
+/// instruction's fields on the stack and appending them in one copy took fewer
+/// instructions, but the copy read them back before their narrow stores had landed,
+/// and waited for them: a third of the keys' time.)
+struct Record<'o>(&'o mut Vec<u8>);
 
-impl Record {
-    fn new() -> Self {
-        Record {
-            buf: [0; 40],
-            len: 0,
-        }
-    }
-
-    #[inline]
+impl Record<'_> {
+    #[inline(always)]
     fn put<const N: usize>(&mut self, bytes: [u8; N]) {
-        self.buf[self.len..self.len + N].copy_from_slice(&bytes);
-        self.len += N;
-    }
-
-    /// Appends the bytes gathered to `out`, and starts again. (The whole buffer is
-    /// copied and the rest cut off: a copy of a fixed size is a few moves, where one of
-    /// `len` bytes is a call.)
-    #[inline]
-    fn flush(&mut self, out: &mut Vec<u8>) {
-        let end = out.len() + self.len;
-        out.extend_from_slice(&self.buf);
-        out.truncate(end);
-        self.len = 0;
+        self.0.extend_from_slice(&bytes);
     }
 }
 
@@ -406,7 +384,7 @@ impl Record {
 /// they have none (the same address is the same attributes while the input module is
 /// borrowed).
 #[inline(always)]
-fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
+fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record<'_>) {
     match ids.and_then(|ids| ids.attrs(a)) {
         Some(id) => {
             r.put([tag + CONTENT]);
@@ -421,14 +399,12 @@ fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record) {
 
 /// A body node's laid-out shape, into a key: the content id (else the address) of the
 /// input shape it lays out and its packed layout as the cost model reads it
-/// (`BodyNode::model_layout`) when it has a shape id, else the whole shape (into `out`,
-/// after `r`'s bytes).
+/// (`BodyNode::model_layout`) when it has a shape id, else the whole shape.
 #[inline]
 fn shape_key(
     n: &crate::passes::kernel::BodyNode<'_>,
     ids: Option<&ContentIds>,
-    r: &mut Record,
-    out: &mut Vec<u8>,
+    r: &mut Record<'_>,
 ) {
     match n.shape_id {
         Some((at, _)) => {
@@ -447,8 +423,7 @@ fn shape_key(
         }
         None => {
             r.put([SHAPE]);
-            r.flush(out);
-            n.shape.hash(&mut Recorder(out));
+            n.shape.hash(&mut Recorder(r.0));
         }
     }
 }
@@ -464,20 +439,19 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
 
 /// [`body_key`] appended to `out` (on false, `out` holds part of a key).
 fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<u8>) -> bool {
-    out.extend_from_slice(&body.root.to_le_bytes());
-    out.extend_from_slice(&body.leaves.to_le_bytes());
-    out.push(body.single as u8);
-    out.extend_from_slice(&(body.instrs.len() as u32).to_le_bytes());
+    let mut r = Record(out);
+    r.put(body.root.to_le_bytes());
+    r.put(body.leaves.to_le_bytes());
+    r.put([body.single as u8]);
+    r.put((body.instrs.len() as u32).to_le_bytes());
     for b in body.instrs {
         let n = &body.nodes[b.node as usize];
-        let mut r = Record::new();
         if let Some(p) = b.parameter.get() {
             // a fusion parameter: its number and the shape of the value it stands for
             // (its attributes are the parameter number's)
             r.put([PARAMETER]);
             r.put(p.to_le_bytes());
-            shape_key(n, ids, &mut r, out);
-            r.flush(out);
+            shape_key(n, ids, &mut r);
             continue;
         }
         r.put([INSTRUCTION]);
@@ -488,7 +462,7 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
                 .unwrap_or(0)
                 .to_le_bytes(),
         );
-        shape_key(n, ids, &mut r, out);
+        shape_key(n, ids, &mut r);
         match &n.attrs {
             // the input module's attributes: by content id, or by address (the same
             // address is the same attributes)
@@ -507,14 +481,12 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
                     return false;
                 }
                 r.put([TUPLE_INDEX]);
-                r.flush(out);
-                a.tuple_index.hash(&mut Recorder(out));
+                a.tuple_index.hash(&mut Recorder(r.0));
             }
         }
         r.put((b.operands.len() as u32).to_le_bytes());
-        r.flush(out);
         for o in &b.operands {
-            out.extend_from_slice(&(o.index() as u32).to_le_bytes());
+            r.put((o.index() as u32).to_le_bytes());
         }
     }
     true
