@@ -320,7 +320,7 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
     fn new_group(&mut self, root: u32) -> u32 {
         let n = &self.fc.nodes[root as usize];
         let g = self.groups.len() as u32;
-        let mut gr = self.pool.pop().unwrap_or(Group {
+        let gr = self.pool.pop().unwrap_or(Group {
             root,
             members: Vec::new(),
             inputs: Vec::new(),
@@ -328,6 +328,11 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
             mxu: 0,
             reductions: 0,
         });
+        // Filled in place once listed: a group filled on the stack and then moved
+        // into the list was read back in wider words than its fields had just been
+        // written, before the writes had landed, and the move waited on them.
+        self.groups.push(gr);
+        let gr = &mut self.groups[g as usize];
         gr.root = root;
         gr.members.clear();
         gr.members.push(root);
@@ -340,7 +345,6 @@ impl<'f, 'a, 'c> Fuser<'f, 'a, 'c> {
         gr.n_inputs = gr.inputs.len();
         gr.mxu = n.opcode.is_mxu() as u32;
         gr.reductions = n.opcode.is_reduction() as u32;
-        self.groups.push(gr);
         self.st[root as usize].reused = false;
         self.st[root as usize].own_group = g;
         self.activate(g);
