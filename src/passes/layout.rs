@@ -251,8 +251,9 @@ struct BitcastMemo {
     structures: HashMap<Box<[i64]>, u32, FxBuild>,
     /// The answers by structure and both sides' packed layouts ([`tiling::layout_key`]),
     /// which name everything the answer reads: three words hashed, where the table
-    /// above hashes a few dozen, and few enough answers to stay in the cache (one table
-    /// by node held tens of thousands, and each test waited on memory).
+    /// above hashes a few dozen, and few enough answers to stay in the cache: ResNet-50
+    /// training has 17 structures and 308 answers, where a table by node held 16,154
+    /// (about a megabyte) and each test waited on memory.
     by_structure: HashMap<(u32, u64, u64), bool, FxBuild>,
 }
 
