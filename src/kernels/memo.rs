@@ -341,13 +341,18 @@ impl Remembered {
 
 /// Writes every value the derived `Hash` impls feed it, in order: for the derived impls
 /// of the IR's shapes (which prefix every list with its length and every enum with its
-/// variant) that is an encoding of the value, so equal records mean equal values.
+/// variant) that is an encoding of the value, so equal records mean equal values. The
+/// keys' own fields are written with it too, each as it is made. (Gathering an
+/// instruction's fields on the stack and appending them in one copy took fewer
+/// instructions, but the copy read them back before their narrow stores had landed,
+/// and waited for them: a third of the keys' time.)
 struct Recorder<'a>(&'a mut Vec<u8>);
 
 impl Hasher for Recorder<'_> {
     fn finish(&self) -> u64 {
         0
     }
+    #[inline(always)]
     fn write(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);
     }
@@ -367,32 +372,19 @@ const SHAPE: u8 = 8;
 const CONTENT: u8 = 16;
 const SHAPE_CONTENT: u8 = SHAPE_ID + CONTENT;
 
-/// Appends the fields of a key to it one by one, each as it is made. (Gathering an
-/// instruction's fields on the stack and appending them in one copy took fewer
-/// instructions, but the copy read them back before their narrow stores had landed,
-/// and waited for them: a third of the keys' time.)
-struct Record<'o>(&'o mut Vec<u8>);
-
-impl Record<'_> {
-    #[inline(always)]
-    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
-        self.0.extend_from_slice(&bytes);
-    }
-}
-
 /// Input attributes into a key, tagged `tag`: by their content id, or by address when
 /// they have none (the same address is the same attributes while the input module is
 /// borrowed).
 #[inline(always)]
-fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record<'_>) {
+fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Recorder<'_>) {
     match ids.and_then(|ids| ids.attrs(a)) {
         Some(id) => {
-            r.put([tag + CONTENT]);
-            r.put(id.to_le_bytes());
+            r.write(&[tag + CONTENT]);
+            r.write(&id.to_le_bytes());
         }
         None => {
-            r.put([tag]);
-            r.put((a as *const Attrs as usize).to_le_bytes());
+            r.write(&[tag]);
+            r.write(&(a as *const Attrs as usize).to_le_bytes());
         }
     }
 }
@@ -404,26 +396,26 @@ fn attrs_key(tag: u8, a: &Attrs, ids: Option<&ContentIds>, r: &mut Record<'_>) {
 fn shape_key(
     n: &crate::passes::kernel::BodyNode<'_>,
     ids: Option<&ContentIds>,
-    r: &mut Record<'_>,
+    r: &mut Recorder<'_>,
 ) {
     match n.shape_id {
         Some((at, _)) => {
             match ids.and_then(|ids| ids.shape(at)) {
                 Some(id) => {
-                    r.put([SHAPE_CONTENT]);
-                    r.put(id.to_le_bytes());
+                    r.write(&[SHAPE_CONTENT]);
+                    r.write(&id.to_le_bytes());
                 }
                 None => {
-                    r.put([SHAPE_ID]);
-                    r.put(at.to_le_bytes());
+                    r.write(&[SHAPE_ID]);
+                    r.write(&at.to_le_bytes());
                 }
             }
             // the layout as the model reads it (`BodyNode::model_layout`)
-            r.put(n.model_layout.to_le_bytes());
+            r.write(&n.model_layout.to_le_bytes());
         }
         None => {
-            r.put([SHAPE]);
-            n.shape.hash(&mut Recorder(r.0));
+            r.write(&[SHAPE]);
+            n.shape.hash(r);
         }
     }
 }
@@ -439,25 +431,25 @@ fn body_key(body: KernelBody<'_>, out: &mut Vec<u8>) -> bool {
 
 /// [`body_key`] appended to `out` (on false, `out` holds part of a key).
 fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<u8>) -> bool {
-    let mut r = Record(out);
-    r.put(body.root.to_le_bytes());
-    r.put(body.leaves.to_le_bytes());
-    r.put([body.single as u8]);
-    r.put((body.instrs.len() as u32).to_le_bytes());
+    let mut r = Recorder(out);
+    r.write(&body.root.to_le_bytes());
+    r.write(&body.leaves.to_le_bytes());
+    r.write(&[body.single as u8]);
+    r.write(&(body.instrs.len() as u32).to_le_bytes());
     for b in body.instrs {
         let n = &body.nodes[b.node as usize];
         if let Some(p) = b.parameter.get() {
             // a fusion parameter: its number and the shape of the value it stands for
             // (its attributes are the parameter number's)
-            r.put([PARAMETER]);
-            r.put(p.to_le_bytes());
+            r.write(&[PARAMETER]);
+            r.write(&p.to_le_bytes());
             shape_key(n, ids, &mut r);
             continue;
         }
-        r.put([INSTRUCTION]);
-        r.put((n.opcode as u16).to_le_bytes());
-        r.put(
-            n.async_wrapped
+        r.write(&[INSTRUCTION]);
+        r.write(&(n.opcode as u16).to_le_bytes());
+        r.write(
+            &n.async_wrapped
                 .map(|o| o as u16 + 1)
                 .unwrap_or(0)
                 .to_le_bytes(),
@@ -469,7 +461,7 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
             BodyAttrs::Input(a) => attrs_key(INPUT_ATTRS, a, ids, &mut r),
             // the input's without `dimensions`: a function of the input's
             BodyAttrs::Stripped(a, _) => attrs_key(STRIPPED_ATTRS, a, ids, &mut r),
-            BodyAttrs::Own(a) if a.is_unset() => r.put([NO_ATTRS]),
+            BodyAttrs::Own(a) if a.is_unset() => r.write(&[NO_ATTRS]),
             // an instruction the compiler made: a tuple index at most (a
             // get-tuple-element), else the body is not remembered
             BodyAttrs::Own(a) => {
@@ -480,13 +472,13 @@ fn write_body_key(body: KernelBody<'_>, ids: Option<&ContentIds>, out: &mut Vec<
                 if **a != only_index {
                     return false;
                 }
-                r.put([TUPLE_INDEX]);
-                a.tuple_index.hash(&mut Recorder(r.0));
+                r.write(&[TUPLE_INDEX]);
+                a.tuple_index.hash(&mut r);
             }
         }
-        r.put((b.operands.len() as u32).to_le_bytes());
+        r.write(&(b.operands.len() as u32).to_le_bytes());
         for o in &b.operands {
-            r.put((o.index() as u32).to_le_bytes());
+            r.write(&(o.index() as u32).to_le_bytes());
         }
     }
     true

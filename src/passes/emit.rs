@@ -1005,13 +1005,8 @@ impl<'e, 'a> Emitter<'e, 'a> {
                 let at = self.arena.len();
                 self.arena
                     .push(BodyInstr::of(node, number, SmallVec::new()));
-                let ops = &mut self.arena[at].operands;
-                for &o in &nd2.operands {
-                    let l = b.local[o as usize];
-                    if l == NONE {
-                        return Err(bad(m, format!("fused operand of '{}' missing", nd2.name())));
-                    }
-                    ops.push(InstrId::new(l as usize));
+                if !emitted_ids_into(&nd2.operands, &b.local, &mut self.arena[at].operands) {
+                    return Err(bad(m, format!("fused operand of '{}' missing", nd2.name())));
                 }
                 b.local[x2 as usize] = f.len;
                 f.len += 1;
@@ -1167,13 +1162,20 @@ impl<'a> ControlPreds<'a> {
 
 /// The output ids of nodes `v` (by `map`); None if one is not emitted.
 fn emitted_ids(v: &[u32], map: &[u32]) -> Option<SmallVec<[InstrId; 4]>> {
-    v.iter()
-        .map(|&o| {
-            Some(map[o as usize])
-                .filter(|&i| i != NONE)
-                .map(|i| NodeIndex::new(i as usize))
-        })
-        .collect()
+    let mut out = SmallVec::new();
+    emitted_ids_into(v, map, &mut out).then_some(out)
+}
+
+/// [`emitted_ids`] appended to `out`, where they are to stay; false if one is missing.
+fn emitted_ids_into(v: &[u32], map: &[u32], out: &mut SmallVec<[InstrId; 4]>) -> bool {
+    for &o in v {
+        let i = map[o as usize];
+        if i == NONE {
+            return false;
+        }
+        out.push(NodeIndex::new(i as usize));
+    }
+    true
 }
 
 /// Marks in `live` the nodes live after fusion: from the root, parameters and side

@@ -302,22 +302,16 @@ impl BitcastMemo {
         if let Some(&id) = self.structure[fi].get(x).filter(|&&id| id != NONE) {
             return id;
         }
-        // every list after its length, so that two keys are equal only for equal inputs
-        let mut k: Vec<i64> = Vec::new();
-        match perm {
-            Some(p) => {
-                k.push(p.len() as i64);
-                k.extend_from_slice(p);
+        self.key.clear();
+        write_question(&mut self.key, perm, a, b, false);
+        let id = match self.structures.get(&self.key[..]) {
+            Some(&id) => id,
+            None => {
+                let id = self.structures.len() as u32;
+                self.structures.insert(self.key[..].into(), id);
+                id
             }
-            None => k.push(-1),
-        }
-        for side in [a, b] {
-            k.push(side.et as i64);
-            k.push(side.dims.len() as i64);
-            k.extend_from_slice(side.dims);
-        }
-        let next = self.structures.len() as u32;
-        let id = *self.structures.entry(k.into()).or_insert(next);
+        };
         let v = &mut self.structure[fi];
         if v.len() <= x {
             v.resize(x + 1, NONE);
@@ -332,23 +326,9 @@ impl BitcastMemo {
         a: tiling::Laid<'_>,
         b: tiling::Laid<'_>,
     ) -> bool {
-        // every list after its length, so that two keys are equal only for equal inputs
         let k = &mut self.key;
         k.clear();
-        match perm {
-            Some(p) => {
-                k.push(p.len() as i64);
-                k.extend_from_slice(p);
-            }
-            None => k.push(-1),
-        }
-        for side in [&a, &b] {
-            k.push(side.et as i64);
-            k.push(side.dims.len() as i64);
-            k.extend_from_slice(side.dims);
-            k.push(side.m2m.len() as i64);
-            k.extend_from_slice(side.m2m);
-        }
+        write_question(k, perm, &a, &b, true);
         if let Some(&answer) = self.table.get(&k[..]) {
             return answer;
         }
@@ -358,6 +338,35 @@ impl BitcastMemo {
         }
         self.table.insert(k[..].into(), answer);
         answer
+    }
+}
+
+/// A bitcast question into `k`, every list after its length so that two keys are equal
+/// only for equal questions: the permutation, then each side's element type and dims,
+/// and with `layouts` its layout ([`BitcastMemo::is_tpu_bitcast`]; without, the node's
+/// structure, [`BitcastMemo::structure_of`]).
+fn write_question(
+    k: &mut Vec<i64>,
+    perm: Option<&[i64]>,
+    a: &tiling::Laid<'_>,
+    b: &tiling::Laid<'_>,
+    layouts: bool,
+) {
+    match perm {
+        Some(p) => {
+            k.push(p.len() as i64);
+            k.extend_from_slice(p);
+        }
+        None => k.push(-1),
+    }
+    for side in [a, b] {
+        k.push(side.et as i64);
+        k.push(side.dims.len() as i64);
+        k.extend_from_slice(side.dims);
+        if layouts {
+            k.push(side.m2m.len() as i64);
+            k.extend_from_slice(side.m2m);
+        }
     }
 }
 
